@@ -1,0 +1,50 @@
+"""Exceptions. Every message names the part (body, joint, force) and says how to fix the input."""
+
+from __future__ import annotations
+
+
+class ModelError(ValueError):
+    """The model as given cannot be simulated (bad parameters, inconsistent initial state)."""
+
+
+class InvalidMass(ModelError):
+    """A mass that is not positive and finite."""
+
+
+class InvalidInertia(ModelError):
+    """An inertia tensor that is not symmetric positive definite or violates the triangle inequality."""
+
+
+class InvalidOrientation(ModelError):
+    """An orientation that is not a proper rotation (non-orthonormal, reflection, non-unit quaternion)."""
+
+
+class InconsistentInitialState(ModelError):
+    """An initial position or velocity that violates a joint's constraint."""
+
+
+class SimulationError(RuntimeError):
+    """A time step could not be completed.
+
+    Attributes
+    ----------
+    partial_solution : Solution
+        Everything computed up to and including the last converged step.
+    step : int
+        Index n of the failed step t_n -> t_{n+1}.
+    time : float
+        Time t_n at the start of the failed step, in s.
+    residual_history : numpy.ndarray
+        Max-norm of the Newton residual at each iteration of the failed step.
+    """
+
+    def __init__(self, message, *, partial_solution=None, step=None, time=None, residual_history=None):
+        super().__init__(message)
+        self.partial_solution = partial_solution
+        self.step = step
+        self.time = time
+        self.residual_history = residual_history
+
+
+class ConvergenceError(SimulationError):
+    """Newton's method did not converge within the iteration limit (or produced NaN)."""

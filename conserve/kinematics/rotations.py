@@ -1,0 +1,122 @@
+"""Rotations: user input -> rotation matrix (numpy, checked), and the director kinematics (jax).
+
+Directors are the columns of the rotation matrix, R = [d1 d2 d3], so a body vector X sits at
+X_i d_i in the inertial frame (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from ..errors import InvalidOrientation
+
+#: Largest accepted |RᵀR − I| (max-norm) or | |quaternion| − 1 | for user-given orientations.
+ORTHONORMALITY_TOL = 1e-9
+
+
+def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None):
+    """The rotation matrix R = [d1 d2 d3] of body `name` from exactly one description.
+
+    Parameters
+    ----------
+    orientation : (3, 3) array_like or scipy Rotation, optional
+        Rotation matrix whose columns are the body axes in the inertial frame.
+    quaternion : (4,) array_like, optional
+        Unit quaternion (w, x, y, z), scalar first.
+    euler : (str, (3,) array_like), optional
+        Sequence and angles in rad, as scipy's ``Rotation.from_euler`` (upper case: intrinsic,
+        e.g. ``("ZXZ", (psi, theta, phi))``; lower case: extrinsic).
+
+    Raises
+    ------
+    InvalidOrientation
+        Non-orthonormal matrix, reflection (det −1), non-unit quaternion, non-finite values.
+    """
+    given = [x is not None for x in (orientation, quaternion, euler)]
+    if sum(given) > 1:
+        raise InvalidOrientation(
+            f"body '{name}': give only one of orientation=, quaternion=, euler=."
+        )
+    if quaternion is not None:
+        qv = np.asarray(quaternion, dtype=float)
+        if qv.shape != (4,) or not np.all(np.isfinite(qv)):
+            raise InvalidOrientation(
+                f"body '{name}': quaternion must be 4 finite numbers (w, x, y, z), got {quaternion!r}."
+            )
+        if abs(np.linalg.norm(qv) - 1.0) > ORTHONORMALITY_TOL:
+            raise InvalidOrientation(
+                f"body '{name}': quaternion {qv.tolist()} has norm {np.linalg.norm(qv):.12g}, not 1; "
+                "normalise it (q / |q|)."
+            )
+        return Rotation.from_quat(qv, scalar_first=True).as_matrix()
+    if euler is not None:
+        seq, angles = euler
+        return Rotation.from_euler(seq, np.asarray(angles, dtype=float)).as_matrix()
+    if orientation is None:
+        return np.eye(3)
+    if isinstance(orientation, Rotation):
+        return orientation.as_matrix()
+    R = np.asarray(orientation, dtype=float)
+    if R.shape != (3, 3) or not np.all(np.isfinite(R)):
+        raise InvalidOrientation(
+            f"body '{name}': orientation must be a finite 3x3 rotation matrix, got shape {R.shape}."
+        )
+    err = np.max(np.abs(R.T @ R - np.eye(3)))
+    if err > ORTHONORMALITY_TOL:
+        raise InvalidOrientation(
+            f"body '{name}': orientation is not orthonormal (max |RᵀR − I| = {err:.3g} > "
+            f"{ORTHONORMALITY_TOL:g}); orthonormalise it, e.g. "
+            "scipy.spatial.transform.Rotation.from_matrix(R).as_matrix()."
+        )
+    if np.linalg.det(R) < 0:
+        raise InvalidOrientation(
+            f"body '{name}': orientation has det(R) = −1 (a reflection, left-handed axes); "
+            "flip the sign of one column to make the axes right-handed."
+        )
+    return R
+
+
+def rotation_to_quaternion(R):
+    """Unit quaternions (w, x, y, z), w ≥ 0, of rotation matrices R with shape (..., 3, 3)."""
+    R = np.asarray(R)
+    q = Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat(canonical=True, scalar_first=True)
+    return q.reshape(R.shape[:-2] + (4,))
+
+
+def angular_velocity(directors, director_rates):
+    """Inertial angular velocity ω = ½ Σ_i d_i × d_i' (DESIGN §3).
+
+    directors, director_rates : (..., 3, 3) with d_i in row i. Returns (..., 3) in rad/s.
+    """
+    return 0.5 * jnp.sum(jnp.cross(directors, director_rates), axis=-2)
+
+
+def director_velocities(omega, directors):
+    """Director rates d_i' = ω × d_i for inertial ω (..., 3) and directors (..., 3, 3) in rows."""
+    return jnp.cross(omega[..., None, :], directors)
+
+
+def skew(w):
+    """The matrix ŵ with ŵ x = w × x, for w of shape (..., 3)."""
+    z = jnp.zeros_like(w[..., 0])
+    return jnp.stack(
+        [
+            jnp.stack([z, -w[..., 2], w[..., 1]], -1),
+            jnp.stack([w[..., 2], z, -w[..., 0]], -1),
+            jnp.stack([-w[..., 1], w[..., 0], z], -1),
+        ],
+        -2,
+    )
+
+
+def cayley(x):
+    """Cayley map cay(x) = (I − ½x̂)⁻¹(I + ½x̂), a rotation by 2 atan(|x|/2) about x; x (..., 3).
+
+    The midpoint rule turns a free spin ω by exactly cay(hω) per step (rotor-scheme.md §6),
+    which makes it the Newton predictor for fast-spinning bodies.
+    """
+    X = 0.5 * skew(x)
+    eye = jnp.broadcast_to(jnp.eye(3), X.shape)
+    return jnp.linalg.solve(eye - X, eye + X)

@@ -1,0 +1,195 @@
+"""Parts that carry mass and coordinates: rigid bodies (directors), point masses, the ground.
+
+A rigid body has q = (φ, d1, d2, d3) ∈ R¹² with φ its centre of mass and d_i its principal or
+body axes in the inertial frame; its mass matrix is M = kron(μ, I3) with
+μ = diag(m, E), E = ½ tr(J) I − J the Euler tensor of the inertia J about the centre of mass
+(DESIGN §3, rotor-scheme.md §1). A point mass has q = φ ∈ R³ and μ = [m].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidInertia, InvalidMass, ModelError
+from ..kinematics.rotations import as_rotation_matrix
+from .terms import DirectorOrthonormality, Term
+
+#: Relative tolerance of the symmetry and triangle-inequality checks of inertia tensors.
+INERTIA_TOL = 1e-12
+
+
+def _vector(name, what, value):
+    v = np.asarray(value, dtype=float)
+    if v.shape != (3,) or not np.all(np.isfinite(v)):
+        raise ModelError(f"part '{name}': {what} must be 3 finite numbers, got {value!r}.")
+    return v
+
+
+def _check_name(name):
+    if not isinstance(name, str) or not name:
+        raise ModelError(f"every part needs a non-empty string name, got {name!r}.")
+    return name
+
+
+def _check_mass(name, mass):
+    m = float(mass)
+    if not np.isfinite(m) or m <= 0:
+        raise InvalidMass(f"body '{name}': mass must be positive and finite, got {mass!r} kg.")
+    return m
+
+
+def euler_tensor(name, inertia):
+    """The Euler tensor E = ½ tr(J) I − J of an inertia J (principal moments (3,) or tensor (3, 3)).
+
+    Raises InvalidInertia unless J is finite, symmetric and positive definite and its principal
+    moments satisfy the triangle inequality J_i ≤ J_j + J_k (equivalently E ⪰ 0).
+    """
+    J = np.asarray(inertia, dtype=float)
+    if J.shape == (3,):
+        J = np.diag(J)
+    if J.shape != (3, 3) or not np.all(np.isfinite(J)):
+        raise InvalidInertia(
+            f"body '{name}': inertia must be 3 principal moments or a 3x3 tensor of finite numbers "
+            f"in kg m², got {inertia!r}."
+        )
+    scale = np.max(np.abs(J))
+    if np.max(np.abs(J - J.T)) > INERTIA_TOL * scale:
+        raise InvalidInertia(f"body '{name}': inertia tensor is not symmetric: {J.tolist()}.")
+    moments = np.linalg.eigvalsh(J)
+    if moments[0] <= 0:
+        raise InvalidInertia(
+            f"body '{name}': inertia must be positive definite, principal moments are "
+            f"{moments.tolist()} kg m²; every moment of inertia of a body is > 0."
+        )
+    j1, j2, j3 = moments  # ascending, so only j3 ≤ j1 + j2 can fail
+    if j3 > j1 + j2 + INERTIA_TOL * scale:
+        raise InvalidInertia(
+            f"body '{name}': principal moments {moments.tolist()} violate the triangle inequality "
+            f"({j3:.6g} > {j1:.6g} + {j2:.6g}); no mass distribution has this inertia. "
+            "Check units and which axis is which."
+        )
+    return 0.5 * np.trace(J) * np.eye(3) - J
+
+
+class Part:
+    """A part of the system that owns coordinate blocks (3-vectors) of q."""
+
+    n_blocks = 0
+
+    def __init__(self, name):
+        self.name = _check_name(name)
+
+    def mass_blocks(self):
+        """μ of the part, (n_blocks, n_blocks)."""
+        raise NotImplementedError
+
+    def initial_blocks(self):
+        """Initial coordinate blocks (n_blocks, 3)."""
+        raise NotImplementedError
+
+    def initial_rates(self):
+        """Initial velocity blocks (n_blocks, 3)."""
+        raise NotImplementedError
+
+    def terms(self, layout):
+        return []
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class RigidBody(Part):
+    """A rigid body in natural coordinates (centre of mass and three directors).
+
+    Parameters
+    ----------
+    name : str
+    mass : float, kg
+    inertia : (3,) principal moments or (3, 3) tensor, kg m², about the centre of mass in body axes
+    position : (3,), m — initial centre of mass in the inertial frame
+    orientation, quaternion, euler : initial attitude, see
+        :func:`conserve.kinematics.as_rotation_matrix` (default: body axes = inertial axes)
+    velocity : (3,), m/s — initial velocity of the centre of mass
+    angular_velocity : (3,), rad/s — initial angular velocity
+    frame : "inertial" or "body" — the frame in which ``velocity`` and ``angular_velocity`` are given
+    """
+
+    n_blocks = 4
+
+    def __init__(self, name, mass, inertia, position=(0.0, 0.0, 0.0), orientation=None, *,
+                 quaternion=None, euler=None, velocity=(0.0, 0.0, 0.0),
+                 angular_velocity=(0.0, 0.0, 0.0), frame="inertial"):
+        super().__init__(name)
+        self.mass = _check_mass(name, mass)
+        self.euler_tensor = euler_tensor(name, inertia)
+        self.inertia = 0.5 * np.trace(self.euler_tensor) * np.eye(3) - self.euler_tensor
+        self.position = _vector(name, "position", position)
+        self.rotation = as_rotation_matrix(name, orientation, quaternion, euler)
+        if frame not in ("inertial", "body"):
+            raise ModelError(f"body '{name}': frame must be 'inertial' or 'body', got {frame!r}.")
+        to_inertial = self.rotation if frame == "body" else np.eye(3)
+        self.velocity = to_inertial @ _vector(name, "velocity", velocity)
+        self.angular_velocity = to_inertial @ _vector(name, "angular_velocity", angular_velocity)
+
+    def mass_blocks(self):
+        mu = np.zeros((4, 4))
+        mu[0, 0] = self.mass
+        mu[1:, 1:] = self.euler_tensor
+        return mu
+
+    def initial_blocks(self):
+        return np.vstack([self.position, self.rotation.T])
+
+    def initial_rates(self):
+        return np.vstack([self.velocity, np.cross(self.angular_velocity, self.rotation.T)])
+
+    def body_point(self, x):
+        """Body coordinates X of the inertial point x at the initial configuration."""
+        return self.rotation.T @ (np.asarray(x, float) - self.position)
+
+    def terms(self, layout):
+        return [Term(DirectorOrthonormality, {"frame": layout.frame(self)}, self.name)]
+
+
+class PointMass(Part):
+    """A point mass: q = φ ∈ R³, mass in kg, position in m, velocity in m/s (inertial)."""
+
+    n_blocks = 1
+
+    def __init__(self, name, mass, position=(0.0, 0.0, 0.0), velocity=(0.0, 0.0, 0.0)):
+        super().__init__(name)
+        self.mass = _check_mass(name, mass)
+        self.position = _vector(name, "position", position)
+        self.velocity = _vector(name, "velocity", velocity)
+
+    def mass_blocks(self):
+        return np.array([[self.mass]])
+
+    def initial_blocks(self):
+        return self.position[None, :]
+
+    def initial_rates(self):
+        return self.velocity[None, :]
+
+    def body_point(self, x):
+        X = np.asarray(x, float) - self.position
+        if np.linalg.norm(X) > 1e-12 * (1 + np.linalg.norm(self.position)):
+            raise ModelError(
+                f"point mass '{self.name}': a point mass has no orientation, so it can only be "
+                f"attached at its own position {self.position.tolist()}, not at {np.asarray(x).tolist()}."
+            )
+        return np.zeros(3)
+
+
+class Ground(Part):
+    """The inertial frame: origin and axes e1, e2, e3, no coordinates. Use the instance ``ground``."""
+
+    def __init__(self):
+        super().__init__("ground")
+
+    def body_point(self, x):
+        return np.asarray(x, float)
+
+
+#: The ground (inertial frame) to attach joints to.
+ground = Ground()
