@@ -143,8 +143,10 @@ class Solution:
             f"{s.get('steps', len(self) - 1)} steps of {self.t[1] - self.t[0]:.3g} s to t = {self.t[-1]:.6g} s "
             f"(backend {s.get('backend', '?')})",
             f"  energy drift        max |E - E0|/|E0| = {np.max(np.abs(E - E[0])) / scale(E):.2e}",
-            f"  angular momentum    max |J - J0|/|J0| = {np.max(np.abs(J - J[0])) / scale(J):.2e}",
-            f"  linear momentum     max |L - L0|      = {np.max(np.abs(L - L[0])):.2e}",
+            f"  angular momentum    max |J - J0|/|J0| = {np.max(np.abs(J - J[0])) / scale(J):.2e}"
+            "  (a drift only where no external moment acts)",
+            f"  linear momentum     max |L - L0|      = {np.max(np.abs(L - L[0])):.2e} kg m/s"
+            "  (a drift only where no external force acts)",
             f"  constraint residual max |g|           = {np.max(self.constraint_residual):.2e}",
             f"  Newton iterations   mean {np.mean(self.newton_iterations):.2f}, max {np.max(self.newton_iterations)}",
             f"  compile {s.get('compile_time', float('nan')):.2f} s, run {s.get('run_time', float('nan')):.3f} s "

@@ -1,0 +1,37 @@
+"""Plots of Solutions (matplotlib, headless-safe)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg", force=False)
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def plot_conservation(sol, path=None, *, title="", momentum_components=(0, 1, 2)):
+    """Error histories of the first integrals: relative energy error, angular-momentum error of
+    the given components (those the system conserves), and the constraint residual.
+
+    Returns the figure; writes it to ``path`` when given.
+    """
+    E = sol.energy.total
+    J = sol.angular_momentum
+    fig, axes = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
+    axes[0].plot(sol.t, (E - E[0]) / abs(E[0]))
+    axes[0].set_ylabel("(E − E₀)/|E₀|")
+    scale = max(np.linalg.norm(J[0]), 1e-300)
+    for i in momentum_components:
+        axes[1].plot(sol.t, (J[:, i] - J[0, i]) / scale, label=f"J{'xyz'[i]}")
+    axes[1].set_ylabel("(J − J₀)/|J₀|")
+    axes[1].legend(loc="upper left", fontsize=8)
+    axes[2].semilogy(sol.t, np.maximum(sol.constraint_residual, 1e-20))
+    axes[2].set_ylabel("max |g(q)|")
+    axes[2].set_xlabel("t [s]")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.suptitle(title or "conservation errors")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
