@@ -8,7 +8,9 @@ from . import kinematics, problems  # noqa: F401
 from .discrete import Newton
 from .errors import (ConvergenceError, InconsistentInitialState, InvalidInertia, InvalidMass,
                      InvalidOrientation, ModelError, SimulationError)
-from .model import Gravity, PointMass, RigidBody, Spherical, System, ground
+from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Force, Gravity, JointMotor,
+                    JointSpringDamper, Parallel, Perpendicular, Planar, PointMass, Potential, Prismatic,
+                    Revolute, RigidBody, Spherical, SpringDamper, System, Torque, Universal, ground)
 from .simulate import simulate
 from .solution import Solution
 
@@ -16,6 +18,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Newton", "ConvergenceError", "InconsistentInitialState", "InvalidInertia", "InvalidMass",
-    "InvalidOrientation", "ModelError", "SimulationError", "Gravity", "PointMass", "RigidBody",
-    "Spherical", "System", "ground", "simulate", "Solution",
+    "InvalidOrientation", "ModelError", "SimulationError", "CentralGravity", "Constraint", "Cylindrical",
+    "Distance", "Fixed", "Force", "Gravity", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular",
+    "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Spherical", "SpringDamper",
+    "System", "Torque", "Universal", "ground", "simulate", "Solution",
 ]

@@ -1,9 +1,10 @@
 """simulate(system, t_end, dt, backend=...) -> Solution: the one entry point over the backends.
 
 The time loop is ``jax.lax.scan`` over one jit-compiled step, run in chunks of fixed length
-(steps past the end are masked, so any number of steps reuses one compiled chunk). Between
-chunks Python only checks for failure; a failed step stops the run and everything computed
-before it is returned inside the raised error.
+(steps past the end are masked, so any number of steps reuses one compiled chunk). The scan
+also evaluates the diagnostics of every new node. Between chunks Python only checks for
+failure; a failed step stops the run and everything computed before it is returned inside
+the raised error.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .discrete.newton import Newton
 from .errors import ConvergenceError, ModelError
 from .model.assembled import Model, State
 from .model.system import Assembly, System
-from .solution import Solution, diagnostics
+from .solution import Solution, layout_record, node_diagnostics
 
 #: Steps per compiled chunk; steps past the end are masked, so every run length shares one
 #: compiled chunk (a masked step costs ~1 µs).
@@ -32,23 +33,28 @@ _compiled: dict = {}
 def _chunk_fn(step, newton, length):
     def run(model: Model, state: State, lam, n0, n_end, t0, h):
         def body(carry, _):
-            state, lam, n, failed = carry
+            state, lam, n, failed, failure = carry
             active = (n < n_end) & ~failed
 
             def do(_):
-                s, l, it, ok, _hist = step(model, state, lam, t0 + n * h, h, newton)
-                return s, l, it, ok
+                return step(model, state, lam, t0 + n * h, h, newton)
 
             def skip(_):
-                return state, lam, jnp.int32(0), jnp.bool_(True)
+                info = jax.eval_shape(do, None)[2]
+                zeros = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info)
+                return state, lam, zeros._replace(converged=jnp.bool_(True))
 
-            new, new_lam, iters, ok = jax.lax.cond(active, do, skip, None)
-            failed_now = active & ~ok
+            new, new_lam, info = jax.lax.cond(active, do, skip, None)
+            failed_now = active & ~info.converged
             keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
-            carry = (jax.tree.map(keep, state, new), keep(lam, new_lam), n + (active & ok), failed | failed_now)
-            return carry, (new.q, new.v, new_lam, iters, active & ok)
+            carry = (jax.tree.map(keep, state, new), keep(lam, new_lam), n + (active & info.converged),
+                     failed | failed_now, jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
+                                                       (info.history, info.iterations), failure))
+            return carry, (new, new_lam, info.iterations, info.work, info.dissipation,
+                           node_diagnostics(model, new))
 
-        init = (state, lam, n0, jnp.bool_(False))
+        failure = (jnp.full((newton.max_iterations,), jnp.nan), jnp.int32(0))  # the failed step's Newton record
+        init = (state, lam, n0, jnp.bool_(False), failure)
         return jax.lax.scan(body, init, None, length=length)
 
     return jax.jit(run)
@@ -81,7 +87,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     dt : float, s
     backend : "director" (energy-momentum midpoint DAE, DESIGN §6)
     newton : :class:`conserve.Newton` options (tolerance, iteration limit)
-    chunk : steps per compiled scan chunk
+    chunk : steps per compiled scan chunk (≥ 1)
 
     Returns
     -------
@@ -103,47 +109,53 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         raise ModelError(f"simulate: dt must be positive and finite, got {dt}.")
     if not (t_end > t0 and math.isfinite(t_end)):
         raise ModelError(f"simulate: t_end must be finite and > t0 = {t0}, got {t_end}.")
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ModelError(f"simulate: chunk must be an integer ≥ 1, got {chunk!r}.")
     newton = newton or Newton()
     step = BACKENDS[backend]
     model, layout, state = assembly.model, assembly.layout, assembly.initial_state
     n_steps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
-    length = int(chunk)
     lam = jnp.zeros(model.n_constraints)
     args = (model, state, lam, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
-    run, compile_time = _compile(step, newton, length, args)
+    run, compile_time = _compile(step, newton, chunk, args)
 
-    qs, vs, lams, iters = [np.asarray(state.q)[None]], [np.asarray(state.v)[None]], [], []
+    first = jax.tree.map(lambda a: np.asarray(a)[None], (state, _node_diagnostics(model, state)))
+    nodes, diags, per_step = [first[0]], [first[1]], []
     n, failed = 0, False
     tic = time.perf_counter()
     while n < n_steps and not failed:
-        (state, lam, n_new, failed), out = run(model, state, lam, jnp.int32(n), jnp.int32(n_steps),
-                                                jnp.float64(t0), jnp.float64(dt))
+        (state, lam, n_new, failed, failure), out = run(
+            model, state, lam, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
         done = int(n_new) - n
-        q, v, l, it, _ok = (np.asarray(a)[:done] for a in out)
-        qs.append(q), vs.append(v), lams.append(l), iters.append(it)
+        out = jax.tree.map(lambda a: np.asarray(a)[:done], out)
+        nodes.append(out[0])
+        per_step.append(out[1:5])
+        diags.append(out[5])
         n, failed = int(n_new), bool(failed)
     run_time = time.perf_counter() - tic
 
-    q, v = np.concatenate(qs), np.concatenate(vs)
-    multipliers = np.concatenate(lams) * (2.0 / dt**2) if lams else np.zeros((0, model.n_constraints))
-    t = t0 + dt * np.arange(q.shape[0])
+    q, v, s = (np.concatenate(x) for x in zip(*nodes))
+    lams, iters, work, dissipation = (np.concatenate(x) for x in zip(*per_step))
+    diagnostics = {k: np.concatenate([d[k] for d in diags]) for k in diags[0]}
     stats = {"backend": backend, "steps": n, "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": newton.tol}
-    solution = Solution(t=t, q=q, v=v, multipliers=multipliers,
-                        newton_iterations=np.concatenate(iters) if iters else np.zeros(0, int),
-                        parts=layout.describe(), constraint_rows=list(layout.constraint_rows),
-                        diagnostics=diagnostics(model, q, v), stats=stats)
+    multipliers = np.zeros((n, len(layout.constraint_rows)))
+    multipliers[:, np.asarray(model.constraint_keep)] = lams * (2.0 / dt**2)
+    solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, multipliers=multipliers,
+                        newton_iterations=iters, work=work, dissipation=dissipation,
+                        layout=layout_record(layout), diagnostics=diagnostics, stats=stats)
     if failed:
-        raise _failure(step, model, layout, State(jnp.asarray(q[-1]), jnp.asarray(v[-1])), lam,
-                       n, t0 + n * dt, dt, newton, solution)
+        history = np.asarray(failure[0])[: int(failure[1])]
+        raise _failure(n, t0 + n * dt, dt, newton, history, solution)
     return solution
 
 
-def _failure(step, model, layout, state, lam, n, t, h, newton, solution):
-    new, _, iterations, _, history = jax.jit(step, static_argnums=5)(model, state, lam, t, h, newton)
-    history = np.asarray(history)[: int(iterations)]
-    bad = not np.all(np.isfinite(np.asarray(new.q))) or not np.all(np.isfinite(history))
-    what = "produced NaN/inf" if bad else f"did not converge in {newton.max_iterations} iterations"
+_node_diagnostics = jax.jit(node_diagnostics)
+
+
+def _failure(n, t, h, newton, history, solution):
+    finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
+    what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
     hist = ", ".join(f"{r:.2e}" for r in history)
     return ConvergenceError(
         f"step {n} (t = {t:.6g} s -> {t + h:.6g} s): Newton {what}; residual history [{hist}]. "

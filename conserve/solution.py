@@ -9,35 +9,31 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .kinematics.rotations import rotation_to_quaternion
-from .model.assembled import Energy, Model
+from .kinematics.rotations import angular_velocity
+from .model.assembled import Energy, Model, State
 
 #: Version of the npz layout written by :meth:`Solution.save`.
 FORMAT_VERSION = 1
 
 
-@jax.jit
-def _diagnostics(model: Model, q, v):
-    def one(q, v):
-        T = model.kinetic_energy(v)
-        V = model.potential_energy(q)
-        g = model.constraints(q)
-        res = jnp.max(jnp.abs(g)) if g.size else jnp.zeros(())
-        return T, V, model.linear_momentum(v), model.angular_momentum(q, v), res
-
-    return jax.vmap(one)(q, v)
-
-
-def diagnostics(model: Model, q, v):
+def node_diagnostics(model: Model, state: State):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s) and
-    max-norm constraint residual at every node; q, v of shape (N + 1, n_q)."""
-    T, V, L, J, res = (np.asarray(a) for a in _diagnostics(model, jnp.asarray(q), jnp.asarray(v)))
-    return {"kinetic_energy": T, "potential_energy": V, "linear_momentum": L,
-            "angular_momentum": J, "constraint_residual": res}
+    max-norm residual of *all* constraint rows (dropped redundant ones included) at one node."""
+    g = model.all_constraints(state.q)
+    return {"kinetic_energy": model.kinetic_energy(state.v), "potential_energy": model.potential_energy(state.q, state.s),
+            "linear_momentum": model.linear_momentum(state.v), "angular_momentum": model.angular_momentum(state.q, state.v),
+            "constraint_residual": jnp.max(jnp.abs(g)) if g.size else jnp.zeros((), state.q.dtype)}
+
+
+def layout_record(layout):
+    """The plain-data part of a Layout that a Solution keeps (and saves)."""
+    return {"parts": layout.describe(), "constraint_rows": [list(r) for r in layout.constraint_rows],
+            "dropped_rows": list(layout.dropped_rows), "coordinate_names": list(layout.coordinate_names),
+            "work_names": list(layout.work_names), "degrees_of_freedom": layout.degrees_of_freedom}
 
 
 class PartView:
@@ -71,7 +67,7 @@ class PartView:
     @property
     def angular_velocity(self):
         self._rigid()
-        return 0.5 * np.sum(np.cross(self._d, self._d_rate), axis=1)
+        return np.asarray(angular_velocity(self._d, self._d_rate))
 
     @property
     def angular_velocity_body(self):
@@ -86,11 +82,13 @@ class Solution:
     ----------
     t : (N+1,) s
     q, v : (N+1, n_q) coordinates and velocities (director layout, see ``parts``)
-    multipliers : (N, n_c) Lagrange multipliers λ_{n+½} of each step (N for a spherical joint:
-        the force on its second part), rows named by ``constraint_rows``
+    s : (N+1, n_s) joint coordinates of spring-damper-motor elements (``coordinates``)
+    multipliers : (N, n_rows) Lagrange multipliers λ_{n+½} of each step (N for a spherical joint:
+        the force on its second part; 0 for dropped redundant rows), rows named by ``constraint_rows``
     newton_iterations : (N,) iterations per step
-    parts : {name: (kind, first block, number of blocks)}
-    constraint_rows : [(owner, equation)] for the rows of g(q)
+    work : (N, n_w) discrete work of each motor and applied load per step, J
+    dissipation : (N, n_s) energy removed by each joint damper per step, J (≥ 0)
+    layout : parts, constraint rows (and dropped ones), coordinate and work names, degrees of freedom
     diagnostics : energies, momenta, constraint residual per node (see properties)
     stats : backend, steps, compile_time (s), run_time (s, after compilation), time_per_step (s)
     """
@@ -98,15 +96,51 @@ class Solution:
     t: np.ndarray
     q: np.ndarray
     v: np.ndarray
+    s: np.ndarray
     multipliers: np.ndarray
     newton_iterations: np.ndarray
-    parts: dict
-    constraint_rows: list
+    work: np.ndarray
+    dissipation: np.ndarray
+    layout: dict
     diagnostics: dict
     stats: dict = field(default_factory=dict)
 
+    _arrays = ("t", "q", "v", "s", "multipliers", "newton_iterations", "work", "dissipation")
+
     def __len__(self):
         return self.t.shape[0]
+
+    @property
+    def parts(self):
+        """{name: (kind, first block, number of blocks)}"""
+        return self.layout["parts"]
+
+    @property
+    def constraint_rows(self):
+        """[(owner, equation)] for every row of g(q)."""
+        return [tuple(r) for r in self.layout["constraint_rows"]]
+
+    @property
+    def coordinates(self):
+        """{element name: (N+1,) joint coordinate} (rad or m; angles count turns)."""
+        return dict(zip(self.layout["coordinate_names"], self.s.T))
+
+    @property
+    def work_by_element(self):
+        """{name: (N,) discrete work per step} of motors and applied loads, J."""
+        return dict(zip(self.layout["work_names"], self.work.T))
+
+    @property
+    def dissipation_by_element(self):
+        """{name: (N,) energy removed per step} of joint dampers, J."""
+        return dict(zip(self.layout["coordinate_names"], self.dissipation.T))
+
+    @property
+    def energy_balance_error(self):
+        """(N+1,) E_n − E_0 − Σ_{k<n}(W_k − D_k): zero to round-off for the EM scheme, in J."""
+        net = np.concatenate([[0.0], np.cumsum(self.work.sum(axis=1) - self.dissipation.sum(axis=1))])
+        E = self.energy.total
+        return E - E[0] - net
 
     def __getitem__(self, name) -> PartView:
         if name not in self.parts:
@@ -139,16 +173,20 @@ class Solution:
         J, L = self.angular_momentum, self.linear_momentum
         scale = lambda a: max(np.max(np.abs(a[0])), 1e-300)  # noqa: E731
         s = self.stats
+        balance = np.max(np.abs(self.energy_balance_error)) / scale(E)
+        dt = self.t[1] - self.t[0] if len(self) > 1 else float("nan")
+        iters = self.newton_iterations if self.newton_iterations.size else np.zeros(1)
         return "\n".join([
-            f"{s.get('steps', len(self) - 1)} steps of {self.t[1] - self.t[0]:.3g} s to t = {self.t[-1]:.6g} s "
-            f"(backend {s.get('backend', '?')})",
-            f"  energy drift        max |E - E0|/|E0| = {np.max(np.abs(E - E[0])) / scale(E):.2e}",
+            f"{s.get('steps', len(self) - 1)} steps of {dt:.3g} s to t = {self.t[-1]:.6g} s "
+            f"(backend {s.get('backend', '?')}, {self.layout['degrees_of_freedom']} degrees of freedom)",
+            f"  energy drift        max |E - E0|/|E0| = {np.max(np.abs(E - E[0])) / scale(E):.2e}"
+            + (f"   energy balance E - E0 - (W - D): {balance:.2e}" if self.work.size or self.dissipation.size else ""),
             f"  angular momentum    max |J - J0|/|J0| = {np.max(np.abs(J - J[0])) / scale(J):.2e}"
             "  (a drift only where no external moment acts)",
             f"  linear momentum     max |L - L0|      = {np.max(np.abs(L - L[0])):.2e} kg m/s"
             "  (a drift only where no external force acts)",
             f"  constraint residual max |g|           = {np.max(self.constraint_residual):.2e}",
-            f"  Newton iterations   mean {np.mean(self.newton_iterations):.2f}, max {np.max(self.newton_iterations)}",
+            f"  Newton iterations   mean {np.mean(iters):.2f}, max {np.max(iters)}",
             f"  compile {s.get('compile_time', float('nan')):.2f} s, run {s.get('run_time', float('nan')):.3f} s "
             f"= {1e6 * s.get('time_per_step', float('nan')):.1f} µs/step",
         ])
@@ -156,24 +194,24 @@ class Solution:
     # --- export -------------------------------------------------------------------------
     def save(self, path):
         """Write all arrays and metadata to an .npz file (format version FORMAT_VERSION)."""
-        meta = {"format_version": FORMAT_VERSION, "parts": self.parts,
-                "constraint_rows": self.constraint_rows, "stats": self.stats}
-        np.savez(path, t=self.t, q=self.q, v=self.v, multipliers=self.multipliers,
-                 newton_iterations=self.newton_iterations, meta=json.dumps(meta),
+        meta = {"format_version": FORMAT_VERSION, "layout": self.layout, "stats": self.stats}
+        np.savez(path, meta=json.dumps(meta), **{k: getattr(self, k) for k in self._arrays},
                  **{f"diag_{k}": a for k, a in self.diagnostics.items()})
 
     @classmethod
     def load(cls, path) -> Solution:
+        """Read a file written by :meth:`save` (the ``.npz`` suffix may be omitted, as in save)."""
+        path = str(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
         with np.load(path) as f:
             meta = json.loads(str(f["meta"]))
             if meta.get("format_version") != FORMAT_VERSION:
                 raise ValueError(f"{path}: format version {meta.get('format_version')}, expected {FORMAT_VERSION}.")
             diag = {k[5:]: f[k] for k in f.files if k.startswith("diag_")}
-            return cls(t=f["t"], q=f["q"], v=f["v"], multipliers=f["multipliers"],
-                       newton_iterations=f["newton_iterations"],
-                       parts={k: tuple(v) for k, v in meta["parts"].items()},
-                       constraint_rows=[tuple(r) for r in meta["constraint_rows"]],
-                       diagnostics=diag, stats=meta["stats"])
+            layout = meta["layout"]
+            layout["parts"] = {k: tuple(v) for k, v in layout["parts"].items()}
+            return cls(**{k: f[k] for k in cls._arrays}, layout=layout, diagnostics=diag, stats=meta["stats"])
 
     def to_csv(self, path):
         """Time series with a header: t, energies, momenta, constraint residual, and per part

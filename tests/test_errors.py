@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import conserve as cs
-from conserve.model.terms import Term
 
 
 def body(name="plate", **kw):
@@ -58,6 +57,12 @@ def test_non_unit_quaternion():
         body("arm", quaternion=(2.0, 0.0, 0.0, 0.0))
 
 
+@pytest.mark.parametrize("euler", [("ZXZ", (0.1, np.nan, 0.2)), ("ZX", (0.1, 0.2, 0.3)), (0.1, 0.2)])
+def test_bad_euler_angles(euler):
+    with pytest.raises(cs.InvalidOrientation, match=r"'arm'.*euler must be \(sequence, angles\)"):
+        body("arm", euler=euler)
+
+
 def test_two_orientations_at_once():
     with pytest.raises(cs.InvalidOrientation, match="only one"):
         body("arm", orientation=np.eye(3), quaternion=(1.0, 0.0, 0.0, 0.0))
@@ -85,8 +90,11 @@ def test_redundant_constraints_are_detected_and_named():
     b = body(position=(0.0, 0.0, 1.0))
     joints = [cs.Spherical(b, cs.ground, at=(0.0, 0.0, 0.0), name="first"),
               cs.Spherical(b, cs.ground, at=(0.0, 0.0, 0.0), name="second")]
-    with pytest.raises(cs.ModelError, match=r"redundant constraints: 3 of 12.*second"):
-        cs.System([b, *joints]).assemble()
+    with pytest.raises(cs.ModelError, match=r"redundant constraints: 3 of 12.*second \(x\)"):
+        cs.System([b, *joints]).assemble(redundant="raise")
+    assembly = cs.System([b, *joints]).assemble()  # default: drop the later joint's rows, say so
+    assert assembly.layout.dropped_rows and assembly.degrees_of_freedom == 3
+    assert "3 redundant equations dropped: second (x), second (y), second (z)" in assembly.report()
 
 
 def test_point_mass_cannot_be_attached_off_its_position():
@@ -105,39 +113,20 @@ def test_joint_to_itself_and_duplicate_names():
 
 @pytest.mark.parametrize("kw, words", [({"dt": -1e-3}, "dt must be positive"),
                                        ({"dt": 1e-3, "t_end": 0.0}, "t_end"),
-                                       ({"dt": 1e-3, "backend": "rk4"}, "unknown backend")])
+                                       ({"dt": 1e-3, "backend": "rk4"}, "unknown backend"),
+                                       ({"dt": 1e-3, "chunk": 0}, "chunk must be an integer")])
 def test_bad_simulation_arguments(kw, words):
     args = {"t_end": 1.0, **kw}
     with pytest.raises(cs.ModelError, match=words):
         cs.simulate(cs.problems.free_body(), **args)
 
 
-class _SqrtHeight:
-    """Test-only potential U = c sqrt(z): NaN once the point falls below z = 0."""
-
-    @staticmethod
-    def invariants(p, Q):
-        return Q[p["frame"][:, 0]][:, 2:3]
-
-    @staticmethod
-    def energy(p, pi):
-        return p["c"] * jnp.sqrt(pi[0])
-
-
-class _SqrtWell:
-    name = "sqrt-well"
-
-    def __init__(self, part):
-        self.part = part
-
-    def terms(self, layout):
-        return [Term(_SqrtHeight, {"frame": layout.frame(self.part), "c": 1e-3}, self.name)]
-
-
 def test_nan_mid_run_raises_with_the_partial_solution():
     """A falling point mass reaches z < 0 at t ≈ 0.45 s where the potential is NaN."""
     bob = cs.PointMass("bob", mass=1.0, position=(0.0, 0.0, 1.0))
-    system = cs.System([bob, cs.Gravity(), _SqrtWell(bob)])
+    well = cs.Potential([bob], invariants=lambda f: f.position[2], energy=lambda pi: 1e-3 * jnp.sqrt(pi[0]),
+                        name="sqrt-well")  # NaN once the bob falls below z = 0
+    system = cs.System([bob, cs.Gravity(), well])
     with pytest.raises(cs.ConvergenceError, match=r"step \d+ \(t = .*NaN") as err:
         cs.simulate(system, t_end=1.0, dt=1e-3, chunk=64)
     e = err.value
@@ -149,6 +138,16 @@ def test_nan_mid_run_raises_with_the_partial_solution():
     E = partial.energy.total
     assert np.max(np.abs(E - E[0])) <= 1e-10 * abs(E[0])  # everything kept is still exact
     assert len(e.residual_history) >= 1
+    assert "energy drift" in partial.summary()
+
+
+def test_failure_on_the_first_step_still_summarises_and_saves(tmp_path):
+    with pytest.raises(cs.ConvergenceError) as err:
+        cs.simulate(cs.problems.heavy_top(), t_end=0.1, dt=2e-3, newton=cs.Newton(max_iterations=1))
+    partial = err.value.partial_solution
+    assert len(partial) == 1 and "0 steps" in partial.summary()
+    partial.save(tmp_path / "partial.npz")
+    assert len(cs.Solution.load(tmp_path / "partial.npz")) == 1
 
 
 def test_newton_iteration_limit_raises_with_history():

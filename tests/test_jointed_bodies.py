@@ -59,3 +59,18 @@ def test_pendulum_with_point_mass_under_gravity():
     assert np.max(sol.constraint_residual) <= 1e-10
     # the bob falls well below the pivot while spinning around e3
     assert sol["bob"].position[:, 2].min() < -0.3
+
+
+def test_far_from_the_origin():
+    """A pendulum pivoted 1e6 m from the origin: Newton's stopping test sees the round-off floor
+    of |q| ~ 1e6 and still converges; energy is conserved to the same relative bound."""
+    pivot = np.array([1e6, -2e5, 3e5])
+    x_c = pivot + [0.0, 0.5, 0.0]
+    omega = np.array([2.0, 0.0, 1.0])
+    rod = cs.RigidBody("rod", mass=1.0, inertia=(0.02, 0.01, 0.02), position=x_c,
+                       velocity=np.cross(omega, x_c - pivot), angular_velocity=omega)
+    sol = cs.simulate(cs.System([rod, cs.Spherical(rod, cs.ground, at=pivot), cs.Gravity()]),
+                      t_end=2.0, dt=1e-2)
+    assert relative_drift(sol.energy.total) <= 1e-10
+    tip = sol["rod"].position + sol["rod"].rotation @ [0.0, -0.5, 0.0]
+    assert np.max(np.abs(tip - pivot)) <= 1e-9  # round-off of 1e6 m coordinates is ~1e-10

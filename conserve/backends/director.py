@@ -3,37 +3,59 @@
 Unknowns x = (Δq, λ̃) with Δq = q_{n+1} − q_n and scaled multipliers λ̃ = (h²/2) λ;
 velocities are eliminated by v_{n+1} = 2Δq/h − v_n (midpoint rule). Residual:
 
-    R1 = (h/2) [ M (v_{n+1} − v_n) + h ∇̄V(q_n, q_{n+1}) ] + G(q_{n+½})ᵀ λ̃ = 0
+    R1 = (h/2) [ M (v_{n+1} − v_n) + h f(q_n, q_{n+1}) ] + Ḡ(q_n, q_{n+1})ᵀ λ̃ = 0
     R2 = g(q_n + Δq) = 0
 
-Scaling R1 by h/2 makes the Newton matrix ≈ [[M, Gᵀ], [G, 0]] (well conditioned for all h).
-Energy: Δ(½vᵀMv) = v̄ᵀMΔv, v̄ᵀGᵀλ ∝ λ·Δg = 0 for quadratic g, and v̄·∇̄V = ΔV/h, so
-E_{n+1} = E_n to Newton tolerance. Momentum: every constraint and invariant is rotation and
-translation invariant, so the discrete forces have no net force or moment where the system
-has the symmetry.
+with f = ∇̄V − F̄ all discrete forces (:meth:`Model.discrete_forces`) and Ḡ = G(q_{n+½}) for
+quadratic constraints. Scaling R1 by h/2 makes the Newton matrix ≈ [[M, Gᵀ], [G, 0]] (well
+conditioned for all h). Energy: Δ(½vᵀMv) = v̄ᵀMΔv, v̄ᵀḠᵀλ ∝ λ·Δg = 0, and f·Δq = ΔV + D − W,
+so E_{n+1} − E_n = W − D to Newton tolerance. Momentum: every constraint and invariant is
+rotation and translation invariant, so the discrete forces have no net force or moment where
+the system has the symmetry.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
 
 from ..discrete.newton import newton_solve
-from ..kinematics.rotations import angular_velocity, cayley
+from ..kinematics.rotations import cayley
 from ..model.assembled import Model, State
+
+
+class StepInfo(NamedTuple):
+    """Per-step statistics: Newton iterations, convergence flag, residual max-norm per iteration,
+    work (n_w,) of motors and loads and dissipation (n_s,) of joint dampers, in J."""
+
+    iterations: jax.Array
+    converged: jax.Array
+    history: jax.Array
+    work: jax.Array
+    dissipation: jax.Array
 
 
 def predictor(model: Model, state: State, h):
     """Initial guess for Δq: h v_n, with each rigid body's directors turned by cay(h ω_n).
 
     The midpoint rule turns a free spin by exactly cay(hω) per step, so this predictor stays
-    good for fast spin (ωh ≳ 1) where h v_n sends Newton astray (rotor-scheme.md §6).
+    good for fast spin (ωh ≳ 1) where h v_n sends Newton astray (rotor-scheme.md §6). ω_n is
+    taken from the body's spin momentum L = Σ_ij E_ij d_i × d_j' as ω = R J⁻¹ Rᵀ L (the node
+    velocities of the midpoint DAE are not exactly tangent, L is the conserved quantity).
     """
     dQ = h * state.v.reshape(-1, 3)
     if model.rigid_frames.shape[0]:
-        Q = state.q.reshape(-1, 3)
+        Q, V = state.q.reshape(-1, 3), state.v.reshape(-1, 3)
         idx = model.rigid_frames[:, 1:]
-        d, d_rate = Q[idx], state.v.reshape(-1, 3)[idx]  # (n, 3, 3), d_i in rows
-        omega = angular_velocity(d, d_rate)
+        d, d_rate = Q[idx], V[idx]  # (n, 3, 3), d_i in rows
+        E = model.mu[idx[:, :, None], idx[:, None, :]]  # Euler tensors (n, 3, 3)
+        J = jnp.trace(E, axis1=1, axis2=2)[:, None, None] * jnp.eye(3) - E
+        pairs = jnp.cross(d[:, :, None, :], d_rate[:, None, :, :])  # d_i × d_j', (n, 3, 3, 3)
+        L = jnp.einsum("nij,nijk->nk", E, pairs)
+        omega_body = jnp.linalg.solve(J, jnp.einsum("nij,nj->ni", d, L)[..., None])[..., 0]
+        omega = jnp.einsum("nij,ni->nj", d, omega_body)
         d_new = jnp.einsum("nij,nkj->nki", cayley(h * omega), d)
         dQ = dQ.at[idx].set(d_new - d)
     return dQ.ravel()
@@ -46,7 +68,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     ----------
     state : State at t_n
     lam : (n_c,) scaled multipliers of the previous step (Newton's initial guess)
-    t : float, t_n in s (unused by conservative models; kept for time-dependent loads)
+    t : float, t_n in s
     h : float, step in s
     newton : :class:`conserve.discrete.Newton`
 
@@ -54,20 +76,22 @@ def step(model: Model, state: State, lam, t, h, newton):
     -------
     state : State at t_{n+1}
     lam : (n_c,) scaled multipliers λ̃ = (h²/2) λ
-    iterations, converged, history : Newton statistics
+    info : StepInfo
     """
-    q0, v0 = state
+    q0, v0 = state.q, state.v
     nq = q0.shape[0]
 
     def residual(x):
         dq, lam_ = x[:nq], x[nq:]
         q1 = q0 + dq
         v1 = 2.0 * dq / h - v0
-        r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * model.discrete_potential_force(q0, q1))
-        r1 = r1 + model.constraint_force(q0 + 0.5 * dq, lam_)
+        f = model.discrete_forces(t, h, state, q1)[0]
+        r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + model.constraint_force(q0, q1, lam_)
         return jnp.concatenate([r1, model.constraints(q1)])
 
     x0 = jnp.concatenate([predictor(model, state, h), lam])
-    x, iterations, converged, history = newton_solve(residual, x0, newton)
+    x, iterations, converged, history = newton_solve(residual, x0, newton, jnp.max(jnp.abs(q0)))
     dq = x[:nq]
-    return State(q0 + dq, 2.0 * dq / h - v0), x[nq:], iterations, converged, history
+    q1 = q0 + dq
+    _, s1, work, dissipation = model.discrete_forces(t, h, state, q1)
+    return State(q1, 2.0 * dq / h - v0, s1), x[nq:], StepInfo(iterations, converged, history, work, dissipation)

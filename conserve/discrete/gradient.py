@@ -10,10 +10,10 @@ and because π is invariant under rotations/translations the force has no net mo
 import jax
 import jax.numpy as jnp
 
-#: Below |Δπ|² ≤ SMALL² (1 + |π_n|² + |π_{n+1}|²) the midpoint gradient ∇U(π̄) replaces the
-#: difference quotient; that costs O(|Δπ|³) ≲ 1e-19 relative energy per step. The threshold is
-#: not smaller because the quotient's *Jacobian* (which Newton uses) carries round-off
-#: ~ eps/|Δπ|²: 1e-4 at the threshold, 1e-2 at 1e-7.
+#: Below |Δπ| ≤ SMALL |π| (|π|² = |π_n|² + |π_{n+1}|², relative so that it does not depend on
+#: units) the midpoint gradient ∇U(π̄) replaces the difference quotient; that changes the
+#: energy by ~ U‴ |Δπ|³/24 ≲ 1e-18 U per step. The threshold is not smaller because the
+#: quotient's *Jacobian* (which Newton uses) carries round-off ~ eps/(|Δπ|/|π|)²: 1e-4 here.
 SMALL = 1e-6
 
 
@@ -37,7 +37,7 @@ def discrete_gradient(energy, pi0, pi1):
     dpi = pi1 - pi0
     grad_mid = jax.grad(energy)(mid)
     norm2 = jnp.sum(dpi * dpi)
-    small = norm2 <= SMALL**2 * (1.0 + jnp.sum(pi0 * pi0) + jnp.sum(pi1 * pi1))
+    small = norm2 <= SMALL**2 * (jnp.sum(pi0 * pi0) + jnp.sum(pi1 * pi1)) + jnp.finfo(norm2.dtype).tiny
     safe_norm2 = jnp.where(small, 1.0, norm2)
     correction = (energy(pi1) - energy(pi0) - grad_mid @ dpi) / safe_norm2
     return grad_mid + jnp.where(small, 0.0, correction) * dpi

@@ -13,9 +13,11 @@ class Newton:
     """Options of the Newton iteration of every implicit step.
 
     A step is accepted only when the last correction satisfies
-    ``|δx|∞ ≤ tol · (1 + |x|∞)`` (x = increments and scaled multipliers); with quadratic
-    convergence the accepted iterate is then accurate to O(tol²). It is never accepted on a
-    stall: after ``max_iterations`` without that, or on a NaN, the step fails.
+    ``|δx|∞ ≤ tol · (1 + |x|∞ + scale)`` (x = increments and scaled multipliers; ``scale`` the
+    magnitude of the configuration, |q_n|∞, which sets the round-off floor of the constraint
+    residuals); with quadratic convergence the accepted iterate is then accurate to
+    O(tol²). It is never accepted on a stall: after ``max_iterations`` without that, or on a
+    NaN, the step fails.
     The conservation error of a step is bounded by the Newton tolerance, not by Δt.
 
     Attributes
@@ -32,12 +34,14 @@ class Newton:
     def __post_init__(self):
         if not (0 < self.tol < 1):
             raise ValueError(f"Newton: tol must lie in (0, 1), got {self.tol}.")
-        if int(self.max_iterations) < 1:
-            raise ValueError(f"Newton: max_iterations must be ≥ 1, got {self.max_iterations}.")
+        if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
+            raise ValueError(f"Newton: max_iterations must be an integer ≥ 1, got {self.max_iterations!r}.")
 
 
-def newton_solve(residual, x0, options: Newton):
+def newton_solve(residual, x0, options: Newton, scale=0.0):
     """Solve residual(x) = 0 from x0 with the Jacobian from ``jax.jacfwd`` and dense LU.
+
+    ``scale`` (≥ 0) enters the stopping test (see :class:`Newton`).
 
     Returns
     -------
@@ -54,7 +58,7 @@ def newton_solve(residual, x0, options: Newton):
         r = residual(x)
         dx = jnp.linalg.solve(jac(x), -r)
         x_new = x + dx
-        done = jnp.max(jnp.abs(dx)) <= options.tol * (1.0 + jnp.max(jnp.abs(x_new)))
+        done = jnp.max(jnp.abs(dx)) <= options.tol * (1.0 + jnp.max(jnp.abs(x_new)) + scale)
         finite = jnp.all(jnp.isfinite(x_new))
         history = history.at[k].set(jnp.max(jnp.abs(r)))
         return x_new, k + 1, done & finite, history

@@ -1,21 +1,20 @@
 """Kinematics of director frames: rotations in and out, angular velocity, material points."""
 
-from .frames import GROUND_BLOCKS, material_point, material_vector
+from .frames import GROUND_BLOCKS, Frame, material_point, material_vector
 from .rotations import (
     angular_velocity,
     as_rotation_matrix,
     cayley,
-    director_velocities,
     rotation_to_quaternion,
 )
 
 __all__ = [
     "GROUND_BLOCKS",
+    "Frame",
     "material_point",
     "material_vector",
     "angular_velocity",
     "as_rotation_matrix",
     "cayley",
-    "director_velocities",
     "rotation_to_quaternion",
 ]

@@ -8,6 +8,9 @@ A material point with body coordinates X is x = φ + X_i d_i and a material vect
 u = U_i d_i: both are *linear* in q, which makes every joint built from them quadratic.
 """
 
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -23,3 +26,32 @@ def material_point(Q, frame, X):
 def material_vector(Q, frame, U):
     """u = U_i d_i for frames (n, 4) and body-fixed vectors U (n, 3); returns (n, 3)."""
     return jnp.einsum("ni,nij->nj", U, Q[frame[:, 1:]])
+
+
+class Frame(NamedTuple):
+    """One part's configuration as user functions see it (constraints, potentials).
+
+    position : (3,) reference point φ (centre of mass) in m; directors : (3, 3), d_i in row i.
+    Both are linear in q: a function quadratic in them is quadratic in q.
+    """
+
+    position: jax.Array
+    directors: jax.Array
+
+    @property
+    def rotation(self):
+        """R = [d1 d2 d3] (orthonormal at the nodes)."""
+        return self.directors.T
+
+    def point(self, X):
+        """Inertial position of the body point X (3,): φ + X_i d_i."""
+        return self.position + jnp.asarray(X) @ self.directors
+
+    def vector(self, U):
+        """Inertial image of the body vector U (3,): U_i d_i."""
+        return jnp.asarray(U) @ self.directors
+
+
+def frames_of(Q, frames):
+    """The Frames of parts with block indices ``frames`` (k, 4)."""
+    return [Frame(Q[f[0]], Q[f[1:]]) for f in frames]

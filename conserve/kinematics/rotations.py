@@ -52,8 +52,17 @@ def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None):
             )
         return Rotation.from_quat(qv, scalar_first=True).as_matrix()
     if euler is not None:
-        seq, angles = euler
-        return Rotation.from_euler(seq, np.asarray(angles, dtype=float)).as_matrix()
+        try:
+            seq, angles = euler
+            angles = np.atleast_1d(np.asarray(angles, dtype=float))
+            valid = isinstance(seq, str) and angles.shape == (len(seq),) and np.all(np.isfinite(angles))
+        except (TypeError, ValueError):
+            valid = False
+        if not valid:
+            raise InvalidOrientation(
+                f"body '{name}': euler must be (sequence, angles) with one finite angle in rad per axis, "
+                f"e.g. ('ZXZ', (psi, theta, phi)); got {euler!r}.")
+        return Rotation.from_euler(seq, angles).as_matrix()
     if orientation is None:
         return np.eye(3)
     if isinstance(orientation, Rotation):
@@ -75,7 +84,8 @@ def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None):
             f"body '{name}': orientation has det(R) = −1 (a reflection, left-handed axes); "
             "flip the sign of one column to make the axes right-handed."
         )
-    return R
+    U, _, Vt = np.linalg.svd(R)
+    return U @ Vt  # the nearest rotation: removes the accepted ≤ 1e-9 error, so g(q0) is round-off
 
 
 def rotation_to_quaternion(R):
@@ -91,11 +101,6 @@ def angular_velocity(directors, director_rates):
     directors, director_rates : (..., 3, 3) with d_i in row i. Returns (..., 3) in rad/s.
     """
     return 0.5 * jnp.sum(jnp.cross(directors, director_rates), axis=-2)
-
-
-def director_velocities(omega, directors):
-    """Director rates d_i' = ω × d_i for inertial ω (..., 3) and directors (..., 3, 3) in rows."""
-    return jnp.cross(omega[..., None, :], directors)
 
 
 def skew(w):

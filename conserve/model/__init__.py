@@ -2,9 +2,13 @@
 
 from .assembled import Energy, Model, State
 from .bodies import Ground, PointMass, RigidBody, ground
-from .forces import Gravity
-from .joints import Spherical
+from .custom import Constraint, Potential
+from .forces import CentralGravity, Force, Gravity, JointMotor, JointSpringDamper, SpringDamper, Torque
+from .joints import (Cylindrical, Distance, Fixed, Parallel, Perpendicular, Planar, Prismatic, Revolute,
+                     Spherical, Universal)
 from .system import Assembly, Layout, System
 
-__all__ = ["Energy", "Model", "State", "Ground", "PointMass", "RigidBody", "ground", "Gravity",
-           "Spherical", "Assembly", "Layout", "System"]
+__all__ = ["Energy", "Model", "State", "Ground", "PointMass", "RigidBody", "ground", "Constraint",
+           "Potential", "CentralGravity", "Force", "Gravity", "JointMotor", "JointSpringDamper",
+           "SpringDamper", "Torque", "Cylindrical", "Distance", "Fixed", "Parallel", "Perpendicular",
+           "Planar", "Prismatic", "Revolute", "Spherical", "Universal", "Assembly", "Layout", "System"]

@@ -1,12 +1,12 @@
-"""The assembled model: flat arrays and pure jax functions of the coordinates (DESIGN §2).
+"""The assembled model: flat arrays and pure jax functions of the state (DESIGN §2).
 
 A :class:`Model` is a jax pytree. Its leaves are numbers (mass blocks, element parameters,
-index arrays); its static part is only the list of element kinds. Two models with the same
-kinds and array shapes therefore share one compiled step, whatever their parameters.
+index arrays); its static part is the tuple of element kinds. Two models with the same kinds
+and array shapes share one compiled step, whatever their parameters.
 
 Conventions: q, v are flat (n_q,) = (3 n_blocks,); Q = q.reshape(-1, 3) stacked with the
-ground frame (:data:`conserve.kinematics.GROUND_BLOCKS`). M = kron(μ, I3) with μ (n_blocks,
-n_blocks) symmetric and constant.
+ground frame (:data:`conserve.kinematics.GROUND_BLOCKS`); M = kron(μ, I3) with μ symmetric and
+constant; s (n_s,) are the tracked joint coordinates of spring-damper-motor elements.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from ..kinematics.frames import GROUND_BLOCKS
 
 
 class State(NamedTuple):
-    """The state at one time node: coordinates q (n_q,) and velocities v (n_q,)."""
+    """The state at one time node: coordinates q (n_q,), velocities v (n_q,), joint coordinates s (n_s,)."""
 
     q: jax.Array
     v: jax.Array
+    s: jax.Array
 
 
 class Energy(NamedTuple):
@@ -37,31 +38,41 @@ class Energy(NamedTuple):
     total: jax.Array
 
 
+def _n_elements(params):
+    return next(iter(params.values())).shape[0]
+
+
 @partial(
     jax.tree_util.register_dataclass,
-    data_fields=["mu", "translational", "rigid_frames", "constraint_params", "potential_params"],
-    meta_fields=["constraint_kinds", "potential_kinds"],
+    data_fields=["mu", "translational", "rigid_frames", "constraint_params", "constraint_keep",
+                 "potential_params", "coordinate_params", "load_params"],
+    meta_fields=["constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds"],
 )
 @dataclass(frozen=True)
 class Model:
-    """Mass, constraints and potentials of an assembled system as pure functions.
+    """Mass, constraints, potentials, joint-coordinate elements and loads as pure functions.
 
     Attributes
     ----------
     mu : (n_blocks, n_blocks) block mass matrix, M = kron(μ, I3)
     translational : (n_blocks,) 1 for blocks that are positions (φ), 0 for directors
     rigid_frames : (n_rigid, 4) block indices (φ, d1, d2, d3) of the rigid bodies
-    constraint_params, potential_params : tuples of parameter dicts, one per kind
-    constraint_kinds, potential_kinds : tuples of element kinds (static)
+    constraint_keep : (n_c,) rows of g kept in the step (redundant rows dropped at assembly)
+    *_params, *_kinds : per kind, the stacked parameters and the kind (static)
     """
 
     mu: jax.Array
     translational: jax.Array
     rigid_frames: jax.Array
     constraint_params: tuple
+    constraint_keep: jax.Array
     potential_params: tuple
+    coordinate_params: tuple
+    load_params: tuple
     constraint_kinds: tuple
     potential_kinds: tuple
+    coordinate_kinds: tuple
+    load_kinds: tuple
 
     @property
     def n_coordinates(self):
@@ -90,45 +101,125 @@ class Model:
         return jnp.sum(jnp.cross(q.reshape(-1, 3), self.mass_times(v).reshape(-1, 3)), axis=0)
 
     # --- constraints ------------------------------------------------------------------
-    def constraints(self, q):
-        """g(q), (n_c,): all constraint rows, kind by kind, element-major within a kind."""
+    @property
+    def n_constraints(self):
+        """Number of constraint rows used in the step (after dropping redundant rows)."""
+        return self.constraint_keep.shape[0]
+
+    def all_constraints(self, q):
+        """g(q) with every row, kind by kind, element-major within a kind (monitoring)."""
         Q = self.blocks(q)
         rows = [k.residual(p, Q).ravel() for k, p in zip(self.constraint_kinds, self.constraint_params)]
         return jnp.concatenate(rows) if rows else jnp.zeros((0,), q.dtype)
 
-    @property
-    def n_constraints(self):
-        return sum(len(k.rows) * p[next(iter(p))].shape[0]
-                   for k, p in zip(self.constraint_kinds, self.constraint_params))
+    def constraints(self, q):
+        """g(q) restricted to the kept rows, (n_c,)."""
+        return self.all_constraints(q)[self.constraint_keep]
 
-    def constraint_force(self, q, lam):
-        """G(q)ᵀ λ as a vector–Jacobian product, (n_q,)."""
-        return jax.vjp(self.constraints, q)[1](lam)[0]
+    def constraint_force(self, q0, q1, lam):
+        """Ḡ(q0, q1)ᵀ λ, (n_q,): G(q_{n+½})ᵀλ for quadratic kinds (exact discrete derivative),
+        the invariant-space discrete gradient of λ·outer(π) for kinds with ``outer``."""
+        n_all = sum(len(k.rows) * _n_elements(p) for k, p in zip(self.constraint_kinds, self.constraint_params))
+        lam_all = jnp.zeros(n_all, q0.dtype).at[self.constraint_keep].set(lam)
+        Q0, Q1 = self.blocks(q0), self.blocks(q1)
+        cotangents, offset = [], 0
+        for kind, p in zip(self.constraint_kinds, self.constraint_params):
+            n, r = _n_elements(p), len(kind.rows)
+            lk = lam_all[offset:offset + n * r].reshape(n, r)
+            offset += n * r
+            if hasattr(kind, "outer"):
+                def dg(pe, a, b, le, kind=kind):
+                    return discrete_gradient(lambda pi: le @ kind.outer(pe, pi), a, b)
+                lk = jax.vmap(dg)(p, kind.invariants(p, Q0), kind.invariants(p, Q1), lk)
+            cotangents.append(lk)
 
-    # --- potentials -------------------------------------------------------------------
-    def _invariants(self, q):
+        def fields(q):
+            Q = self.blocks(q)
+            return [k.invariants(p, Q) if hasattr(k, "outer") else k.residual(p, Q)
+                    for k, p in zip(self.constraint_kinds, self.constraint_params)]
+
+        if not cotangents:
+            return jnp.zeros_like(q0)
+        return jax.vjp(fields, 0.5 * (q0 + q1))[1](cotangents)[0]
+
+    # --- joint coordinates (spring-damper-motor elements) -------------------------------
+    def _coordinate_groups(self):
+        """(kind, params, slice into s) per coordinate kind."""
+        out, offset = [], 0
+        for kind, p in zip(self.coordinate_kinds, self.coordinate_params):
+            n = _n_elements(p)
+            out.append((kind, p, slice(offset, offset + n)))
+            offset += n
+        return out
+
+    def coordinate_values(self, q):
+        """Joint coordinates computed from q (angles in (−π, π]): the initial s."""
         Q = self.blocks(q)
-        return [k.invariants(p, Q) for k, p in zip(self.potential_kinds, self.potential_params)]
+        vals = [jax.vmap(k.geometry.value)(k.geometry.invariants(p, Q)) for k, p, _ in self._coordinate_groups()]
+        return jnp.concatenate(vals) if vals else jnp.zeros((0,), q.dtype)
 
-    def potential_energy(self, q):
-        """V(q) = Σ_elements U(π(q)) in J."""
+    # --- energy -----------------------------------------------------------------------
+    def potential_energy(self, q, s):
+        """V = Σ U(π(q)) over potentials + Σ ½ k (s − s_0)² over joint springs, in J."""
+        Q = self.blocks(q)
         total = jnp.zeros((), q.dtype)
-        for k, p, pi in zip(self.potential_kinds, self.potential_params, self._invariants(q)):
-            total = total + jnp.sum(jax.vmap(k.energy)(p, pi))
+        for k, p in zip(self.potential_kinds, self.potential_params):
+            total = total + jnp.sum(jax.vmap(k.energy)(p, k.invariants(p, Q)))
+        for _, p, sl in self._coordinate_groups():
+            total = total + jnp.sum(0.5 * p["stiffness"] * (s[sl] - p["rest"]) ** 2)
         return total
 
-    def discrete_potential_force(self, q0, q1):
-        """∇̄V(q0, q1) = Σ ∇π(q_{n+½})ᵀ ∇̄U(π0, π1), (n_q,) — exact: ∇̄V·(q1 − q0) = V(q1) − V(q0)."""
-        qm = 0.5 * (q0 + q1)
-        grad_u = []
-        for k, p, pi0, pi1 in zip(self.potential_kinds, self.potential_params,
-                                  self._invariants(q0), self._invariants(q1)):
-            grad_u.append(jax.vmap(lambda pe, a, b, k=k: discrete_gradient(partial(k.energy, pe), a, b))(p, pi0, pi1))
-        if not grad_u:
-            return jnp.zeros_like(q0)
-        return jax.vjp(self._invariants, qm)[1](grad_u)[0]
+    # --- discrete forces --------------------------------------------------------------
+    def discrete_forces(self, t, h, state: State, q1):
+        """All non-constraint discrete forces of the step t -> t + h.
 
-    def energy(self, state: State) -> Energy:
-        T = self.kinetic_energy(state.v)
-        V = self.potential_energy(state.q)
-        return Energy(T, V, T + V)
+        Returns
+        -------
+        f : (n_q,) ∇̄V(q_n, q_{n+1}) + Σ w ∇̄s − F̄ (potentials, joint springs-dampers-motors,
+            applied loads), so that f·Δq = ΔV + D − W exactly
+        s1 : (n_s,) joint coordinates at t + h
+        work : (n_w,) discrete work of each motor and load (J)
+        dissipation : (n_s,) energy each joint damper removes, c Δs²/h ≥ 0 (J)
+        """
+        q0, s0 = state.q, state.s
+        qm = 0.5 * (q0 + q1)
+        Q0, Q1 = self.blocks(q0), self.blocks(q1)
+        tm = t + 0.5 * h
+        invariants, cotangents = [], []
+        # potentials through their invariants (DESIGN §5)
+        for k, p in zip(self.potential_kinds, self.potential_params):
+            dg = getattr(k, "discrete_gradient", None)
+            if dg is None:
+                def dg(pe, a, b, k=k):
+                    return discrete_gradient(partial(k.energy, pe), a, b)
+            invariants.append(k.invariants)
+            cotangents.append(jax.vmap(dg)(p, k.invariants(p, Q0), k.invariants(p, Q1)))
+        # joint coordinates: w ∇̄s with ∇̄s = ∇π(q_m)ᵀ ∂̄s/∂π
+        s1, work, dissipation = [], [], []
+        for k, p, sl in self._coordinate_groups():
+            ds, dsdpi = jax.vmap(k.geometry.increment)(k.geometry.invariants(p, Q0), k.geometry.invariants(p, Q1))
+            s_mid = s0[sl] + 0.5 * ds
+            rate = ds / h
+            w = p["stiffness"] * (s_mid - p["rest"]) + p["damping"] * rate
+            if k.motor is not None:
+                tau = jax.vmap(k.motor, in_axes=(None, 0, 0))(tm, s_mid, rate)
+                w = w - tau
+                work.append(tau * ds)
+            invariants.append(k.geometry.invariants)
+            cotangents.append(w[:, None] * dsdpi)
+            s1.append(s0[sl] + ds)
+            dissipation.append(p["damping"] * ds * rate)
+        params = list(self.potential_params) + [p for _, p, _ in self._coordinate_groups()]
+
+        def all_invariants(q):
+            Q = self.blocks(q)
+            return [fn(p, Q) for fn, p in zip(invariants, params)]
+
+        f = jax.vjp(all_invariants, qm)[1](cotangents)[0] if invariants else jnp.zeros_like(q0)
+        # applied loads at the midpoint
+        for k, p in zip(self.load_kinds, self.load_params):
+            force, w_load = k.generalized_force(p, Q0, Q1, tm, h)
+            f = f - force[:-4].ravel()
+            work.append(w_load)
+        cat = lambda xs: jnp.concatenate(xs) if xs else jnp.zeros((0,), q0.dtype)  # noqa: E731
+        return f, cat(s1), cat(work), cat(dissipation)

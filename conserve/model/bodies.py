@@ -38,8 +38,8 @@ def _check_mass(name, mass):
     return m
 
 
-def euler_tensor(name, inertia):
-    """The Euler tensor E = ½ tr(J) I − J of an inertia J (principal moments (3,) or tensor (3, 3)).
+def checked_inertia(name, inertia):
+    """The inertia tensor J (3, 3) from principal moments (3,) or a tensor (3, 3), checked.
 
     Raises InvalidInertia unless J is finite, symmetric and positive definite and its principal
     moments satisfy the triangle inequality J_i ≤ J_j + J_k (equivalently E ⪰ 0).
@@ -68,6 +68,11 @@ def euler_tensor(name, inertia):
             f"({j3:.6g} > {j1:.6g} + {j2:.6g}); no mass distribution has this inertia. "
             "Check units and which axis is which."
         )
+    return J
+
+
+def euler_tensor(J):
+    """E = ½ tr(J) I − J, the Euler tensor of the director mass matrix (DESIGN §3); J = tr(E) I − E."""
     return 0.5 * np.trace(J) * np.eye(3) - J
 
 
@@ -121,8 +126,7 @@ class RigidBody(Part):
                  angular_velocity=(0.0, 0.0, 0.0), frame="inertial"):
         super().__init__(name)
         self.mass = _check_mass(name, mass)
-        self.euler_tensor = euler_tensor(name, inertia)
-        self.inertia = 0.5 * np.trace(self.euler_tensor) * np.eye(3) - self.euler_tensor
+        self.inertia = checked_inertia(name, inertia)
         self.position = _vector(name, "position", position)
         self.rotation = as_rotation_matrix(name, orientation, quaternion, euler)
         if frame not in ("inertial", "body"):
@@ -134,7 +138,7 @@ class RigidBody(Part):
     def mass_blocks(self):
         mu = np.zeros((4, 4))
         mu[0, 0] = self.mass
-        mu[1:, 1:] = self.euler_tensor
+        mu[1:, 1:] = euler_tensor(self.inertia)
         return mu
 
     def initial_blocks(self):
@@ -146,6 +150,16 @@ class RigidBody(Part):
     def body_point(self, x):
         """Body coordinates X of the inertial point x at the initial configuration."""
         return self.rotation.T @ (np.asarray(x, float) - self.position)
+
+    def body_vector(self, u):
+        """Body components U of the inertial vector u at the initial configuration."""
+        return self.rotation.T @ np.asarray(u, float)
+
+    def world_point(self, X):
+        return self.position + self.rotation @ np.asarray(X, float)
+
+    def world_vector(self, U):
+        return self.rotation @ np.asarray(U, float)
 
     def terms(self, layout):
         return [Term(DirectorOrthonormality, {"frame": layout.frame(self)}, self.name)]
@@ -180,6 +194,14 @@ class PointMass(Part):
             )
         return np.zeros(3)
 
+    def body_vector(self, u):
+        return np.asarray(u, float)  # a point mass's axes are the inertial axes
+
+    def world_point(self, X):
+        return self.position + np.asarray(X, float)
+
+    world_vector = body_vector
+
 
 class Ground(Part):
     """The inertial frame: origin and axes e1, e2, e3, no coordinates. Use the instance ``ground``."""
@@ -189,6 +211,8 @@ class Ground(Part):
 
     def body_point(self, x):
         return np.asarray(x, float)
+
+    body_vector = world_point = world_vector = body_point
 
 
 #: The ground (inertial frame) to attach joints to.

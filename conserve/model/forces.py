@@ -1,28 +1,223 @@
-"""Applied loads that act on many parts at once (fields)."""
+"""Forces: gravity fields, applied loads, spring-dampers and motors.
+
+Potentials (gravity, springs) enter the step through invariants (DESIGN §5); dampers and
+motors act on joint coordinates with exact discrete derivatives (:mod:`.coordinates`);
+applied loads are evaluated at the midpoint. Every element's discrete work and dissipation per
+step is reported in the Solution, so that E_n − E_0 = W_n − D_n can be checked.
+"""
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 
 from ..errors import ModelError
-from .terms import Term, UniformGravity
+from .bodies import Ground, Part, PointMass, RigidBody
+from .coordinates import CoordinateElement, Length
+from .joints import Joint
+from .terms import CentralGravity as CentralGravityKind
+from .terms import Load, Term, UniformGravity
+
+
+def _vec3(name, what, value):
+    v = np.asarray(value, dtype=float)
+    if v.shape != (3,) or not np.all(np.isfinite(v)):
+        raise ModelError(f"'{name}': {what} must be 3 finite numbers, got {value!r}.")
+    return v
+
+
+def _massive(parts, name):
+    if parts is None:
+        return None
+    parts = tuple(parts)
+    bad = [p for p in parts if not isinstance(p, (RigidBody, PointMass))]
+    if bad:
+        raise ModelError(f"'{name}': acts only on bodies and point masses, got {bad}.")
+    return parts
 
 
 class Gravity:
-    """Uniform gravity field g (m/s², inertial frame) acting on every body and point mass.
+    """Uniform gravity field g (m/s², inertial frame) on every body and point mass (or ``parts``).
 
     Its potential V = −Σ m g·x_c is linear in q, so the midpoint gradient is exact (DESIGN §5).
     """
 
-    def __init__(self, g=(0.0, 0.0, -9.81), name="gravity"):
-        self.g = np.asarray(g, dtype=float)
-        if self.g.shape != (3,) or not np.all(np.isfinite(self.g)):
-            raise ModelError(f"Gravity '{name}': g must be 3 finite numbers in m/s², got {g!r}.")
+    def __init__(self, g=(0.0, 0.0, -9.81), parts=None, name="gravity"):
         self.name = name
+        self.g = _vec3(name, "g", g)
+        self._parts = _massive(parts, name)
+
+    def parts(self):
+        return self._parts or ()
 
     def terms(self, layout):
         return [Term(UniformGravity, {"frame": layout.frame(p), "mass": p.mass, "g": self.g}, p.name)
-                for p in layout.parts]
+                for p in (self._parts or layout.parts)]
 
     def __repr__(self):
         return f"Gravity({self.g.tolist()})"
+
+
+class CentralGravity:
+    """Newtonian gravity of a point mass μ = G M (m³/s²) at the origin on every body and point
+    mass (or ``parts``): V = −μ m / |x_c| (no gravity-gradient torque). Conserves angular momentum
+    about the origin exactly (closed-form invariant discrete gradient, rotor-scheme.md §3)."""
+
+    def __init__(self, mu, parts=None, name="central gravity"):
+        self.name = name
+        self.mu = float(mu)
+        if not (self.mu > 0 and np.isfinite(self.mu)):
+            raise ModelError(f"'{name}': mu must be positive, got {mu!r} m³/s².")
+        self._parts = _massive(parts, name)
+
+    def parts(self):
+        return self._parts or ()
+
+    def terms(self, layout):
+        return [Term(CentralGravityKind, {"frame": layout.frame(p), "mass": p.mass, "mu": self.mu}, p.name)
+                for p in (self._parts or layout.parts)]
+
+
+def _load_function(name, what, value):
+    """(callable(t, state) or None, constant (3,))."""
+    if value is None:
+        return None, np.zeros(3)
+    if callable(value):
+        n_args = len(inspect.signature(value).parameters)
+        fn = value if n_args >= 2 else (lambda t, state, f=value: f(t))
+        return fn, np.zeros(3)
+    return None, _vec3(name, what, value)
+
+
+class Force:
+    """Applied force F (N) at a point of a part, and/or pure torque (N m).
+
+    Parameters
+    ----------
+    part : RigidBody or PointMass
+    force, torque : (3,) constants, or callables ``f(t)`` / ``f(t, state)`` returning (3,);
+        ``state`` has the part's midpoint ``position``, ``velocity``, ``rotation``,
+        ``angular_velocity`` (jax-traceable functions only)
+    at : (3,) world point of application at the start (default: the centre of mass), or
+    at_body : (3,) body point
+    frame : "inertial" or "body" — axes of force and torque
+    """
+
+    def __init__(self, part, force=None, torque=None, *, at=None, at_body=None, frame="inertial", name=None):
+        self.name = name or f"force on {getattr(part, 'name', part)}"
+        if not isinstance(part, (RigidBody, PointMass)):
+            raise ModelError(f"'{self.name}': loads act on bodies and point masses, got {part!r}.")
+        if frame not in ("inertial", "body"):
+            raise ModelError(f"'{self.name}': frame must be 'inertial' or 'body', got {frame!r}.")
+        if torque is not None and isinstance(part, PointMass):
+            raise ModelError(f"'{self.name}': a point mass cannot take a torque.")
+        self.part = part
+        self._force_fn, self._force = _load_function(self.name, "force", force)
+        self._torque_fn, self._torque = _load_function(self.name, "torque", torque)
+        if at is not None and at_body is not None:
+            raise ModelError(f"'{self.name}': give at= (world) or at_body=, not both.")
+        self._at = part.body_point(_vec3(self.name, "at", at)) if at is not None else (
+            _vec3(self.name, "at_body", at_body) if at_body is not None else np.zeros(3))
+        self.kind = Load(self._force_fn, self._torque_fn, frame == "body")
+
+    def parts(self):
+        return (self.part,)
+
+    def terms(self, layout):
+        p = {"frame": layout.frame(self.part), "at": self._at, "force": self._force, "torque": self._torque}
+        return [Term(self.kind, p, self.name)]
+
+
+def Torque(part, torque, *, frame="inertial", name=None):
+    """A pure torque (N m) on a body: ``Force(part, torque=torque, ...)``."""
+    return Force(part, torque=torque, frame=frame, name=name or f"torque on {part.name}")
+
+
+class _CoordinateForce:
+    """Base of elements acting on one joint coordinate (spring, damper, motor)."""
+
+    def __init__(self, name, stiffness, damping, rest, motor):
+        self.name = name
+        self.stiffness, self.damping, self.rest = float(stiffness), float(damping), rest
+        for what, v in (("stiffness", self.stiffness), ("damping", self.damping)):
+            if not (v >= 0 and np.isfinite(v)):
+                raise ModelError(f"'{name}': {what} must be ≥ 0 and finite, got {v}.")
+        self.motor = motor
+
+    def _term(self, geometry, params):
+        params = {**params, "stiffness": self.stiffness, "damping": self.damping, "rest": float(self.rest)}
+        return Term(CoordinateElement(geometry, self.motor), params, self.name)
+
+
+class SpringDamper(_CoordinateForce):
+    """Translational spring-damper between two material points (Thompson §V): tension
+    k (ℓ − ℓ0) + c ℓ' along the line, ℓ the distance.
+
+    ``points=(x_a, x_b)`` world at the start or ``at_a``/``at_b`` body points; ``stiffness`` N/m,
+    ``damping`` N s/m, ``rest_length`` m (default: the initial length).
+    """
+
+    def __init__(self, a, b, points=None, *, at_a=None, at_b=None, stiffness=0.0, damping=0.0,
+                 rest_length=None, name=None):
+        name = name or f"spring({a.name}, {b.name})"
+        if points is not None:
+            xa, xb = (_vec3(name, "points", x) for x in points)
+            at_a, at_b = a.body_point(xa), b.body_point(xb)
+        elif at_a is None or at_b is None:
+            raise ModelError(f"'{name}': give points=(x_a, x_b) or at_a= and at_b=.")
+        self.a, self.b = a, b
+        self.at_a, self.at_b = _vec3(name, "at_a", at_a), _vec3(name, "at_b", at_b)
+        length = np.linalg.norm(a.world_point(self.at_a) - b.world_point(self.at_b))
+        super().__init__(name, stiffness, damping, length if rest_length is None else rest_length, None)
+
+    def parts(self):
+        return tuple(p for p in (self.a, self.b) if not isinstance(p, Ground))
+
+    def terms(self, layout):
+        return [self._term(Length, {"frame_a": layout.frame(self.a), "at_a": self.at_a,
+                                    "frame_b": layout.frame(self.b), "at_b": self.at_b})]
+
+
+class _OnJoint(_CoordinateForce):
+    def __init__(self, joint, coordinate, name, stiffness, damping, rest, motor):
+        if not isinstance(joint, Joint):
+            raise ModelError(f"'{name}': acts on a joint (Revolute, Prismatic, Cylindrical), got {joint!r}.")
+        if coordinate is None:
+            if len(joint.coordinates) != 1:
+                raise ModelError(f"'{name}': joint '{joint.name}' has coordinates {joint.coordinates or 'none'}; "
+                                 "choose one with coordinate='angle' or 'slide'.")
+            coordinate = joint.coordinates[0]
+        self.joint, self.coordinate = joint, coordinate
+        if coordinate not in joint.coordinates:
+            raise ModelError(f"'{name}': joint '{joint.name}' has no {coordinate} coordinate; "
+                             f"it has: {', '.join(joint.coordinates) or 'none'}.")
+        super().__init__(name, stiffness, damping, rest, motor)
+
+    def parts(self):
+        return ()
+
+    def terms(self, layout):
+        return [self._term(*self.joint.coordinate(self.coordinate, layout))]
+
+
+class JointSpringDamper(_OnJoint):
+    """Spring-damper on a joint coordinate: rotational about a revolute/cylindrical axis
+    (k in N m/rad, c in N m s/rad, ``rest`` angle in rad) or along a prismatic/cylindrical axis
+    (N/m, N s/m, m). Moment −k(θ − θ0) − c θ' (Thompson §V); the angle counts turns past ±π."""
+
+    def __init__(self, joint, stiffness=0.0, damping=0.0, rest=0.0, *, coordinate=None, name=None):
+        super().__init__(joint, coordinate, name or f"spring-damper on {joint.name}", stiffness, damping,
+                         rest, None)
+
+
+class JointMotor(_OnJoint):
+    """Internal actuator on a joint coordinate: torque τ(t, θ, θ') in N m about a revolute axis
+    (on b, reaction on a) or force in N along a prismatic axis. ``law(t, s, s_dot)`` must be
+    jax-traceable; it is evaluated at t_{n+½} with s_{n+½} and s' = Δs/h, and its discrete
+    work τ Δs is reported per step."""
+
+    def __init__(self, joint, law, *, coordinate=None, name=None):
+        if not callable(law):
+            raise ModelError(f"JointMotor on '{joint.name}': law must be a function (t, s, s_dot) -> torque.")
+        super().__init__(joint, coordinate, name or f"motor on {joint.name}", 0.0, 0.0, 0.0, law)

@@ -1,26 +1,78 @@
-"""Joints: holonomic constraints between two parts, built from the constraint kinds of
-:mod:`conserve.model.terms` (all quadratic in the coordinates, DESIGN §4)."""
+"""The joint catalogue: holonomic constraints between two parts (DESIGN §4, Thompson §IV).
+
+Every joint is a composition of four quadratic constraint kinds of :mod:`.terms`
+(PointCoincidence, VectorDot, PointOffset, Distance), so the midpoint Jacobian is an exact
+discrete derivative and every joint is invariant under rigid motions of the whole system.
+
+Geometry is given either in the inertial frame at the initial configuration (``at``,
+``axis``, ``axes``) — the usual way — or body-fixed in each part's axes (keywords ending in
+``_a``/``_b``); the ground's axes are the inertial axes. Both parts may be bodies, point
+masses or ``cs.ground``.
+
+| joint        | constraints | relative freedoms left                 |
+|--------------|-------------|----------------------------------------|
+| Spherical    | 3           | 3 rotations                            |
+| Revolute     | 5           | rotation about the axis                |
+| Universal    | 4           | rotations about the two axes           |
+| Cylindrical  | 4           | rotation about and slide along the axis|
+| Prismatic    | 5           | slide along the axis                   |
+| Planar       | 3           | 2 slides in the plane, rotation about the normal |
+| Fixed        | 6           | none                                   |
+| Distance     | 1           | all but the distance of two points     |
+| Perpendicular| 1           | all but the angle between two axes (Thompson) |
+| Parallel     | 2           | translations, rotation about the axis (Thompson) |
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import InconsistentInitialState, ModelError
 from .bodies import Part
-from .terms import PointCoincidence, Term
+from .coordinates import Angle, Slide
+from .terms import Distance as DistanceKind
+from .terms import PointCoincidence, PointOffset, Term, VectorDot
+
+#: Largest |u·w| accepted where two given axes must be perpendicular.
+PERPENDICULAR_TOL = 1e-9
+
+
+def _vec3(joint, what, value):
+    v = np.asarray(value, float)
+    if v.shape != (3,) or not np.all(np.isfinite(v)):
+        raise ModelError(f"joint '{joint.name}': {what} must be 3 finite numbers, got {value!r}.")
+    return v
+
+
+def _unit(joint, what, value):
+    v = _vec3(joint, what, value)
+    n = np.linalg.norm(v)
+    if n < 1e-12:
+        raise ModelError(f"joint '{joint.name}': {what} has zero length; give a direction.")
+    return v / n
+
+
+def perpendicular_basis(n):
+    """Two unit vectors e1, e2 with (e1, e2, n) right-handed and orthonormal."""
+    k = np.argmin(np.abs(n))
+    e1 = np.cross(n, np.eye(3)[k])
+    e1 /= np.linalg.norm(e1)
+    return e1, np.cross(n, e1)
 
 
 class Joint:
     """Base of all joints: two parts ``a`` and ``b`` and a name for messages."""
 
+    n_constraints = 0
+
     def __init__(self, a, b, name=None):
         for p in (a, b):
             if not isinstance(p, Part):
                 raise ModelError(f"{type(self).__name__}: expected bodies or cs.ground, got {p!r}.")
-        if a is b:
-            raise ModelError(f"{type(self).__name__} '{name}': joins body '{a.name}' to itself.")
         self.a, self.b = a, b
         self.name = name or f"{type(self).__name__.lower()}({a.name}, {b.name})"
+        if a is b:
+            raise ModelError(f"joint '{self.name}': joins part '{a.name}' to itself.")
 
     def parts(self):
         return (self.a, self.b)
@@ -28,46 +80,274 @@ class Joint:
     def __repr__(self):
         return f"{type(self).__name__}({self.name!r})"
 
+    # --- geometry helpers ---------------------------------------------------------------
+    def _points(self, at, at_a, at_b):
+        """Body points (X_a, X_b) from a world point ``at`` or both body points."""
+        if at is not None:
+            if at_a is not None or at_b is not None:
+                raise ModelError(f"joint '{self.name}': give either at= (world point) or at_a= and at_b=.")
+            x = _vec3(self, "at", at)
+            return self.a.body_point(x), self.b.body_point(x)
+        if at_a is None or at_b is None:
+            raise ModelError(f"joint '{self.name}': say where it is, either at= (a world point at the "
+                             "initial configuration) or at_a= and at_b= (body-fixed points of both parts).")
+        return _vec3(self, "at_a", at_a), _vec3(self, "at_b", at_b)
 
-def _attachment(joint, at, at_a, at_b):
-    """Body points (X_a, X_b) from a world point ``at`` (initial configuration) or both body points."""
-    if at is not None:
-        if at_a is not None or at_b is not None:
-            raise ModelError(f"joint '{joint.name}': give either at= (world point) or at_a= and at_b=.")
-        x = np.asarray(at, float)
-        if x.shape != (3,) or not np.all(np.isfinite(x)):
-            raise ModelError(f"joint '{joint.name}': at= must be 3 finite numbers in m, got {at!r}.")
-        return joint.a.body_point(x), joint.b.body_point(x)
-    if at_a is None or at_b is None:
-        raise ModelError(
-            f"joint '{joint.name}': say where it is, either at= (a world point at the initial "
-            "configuration) or at_a= and at_b= (body-fixed points of both parts)."
-        )
-    pts = [np.asarray(p, float) for p in (at_a, at_b)]
-    for p, raw in zip(pts, (at_a, at_b)):
-        if p.shape != (3,) or not np.all(np.isfinite(p)):
-            raise ModelError(f"joint '{joint.name}': body points must be 3 finite numbers in m, got {raw!r}.")
-    return pts
+    def _axis(self, axis, axis_a, axis_b):
+        """Body-fixed unit axis and perpendicular pair in each part:
+        {'n_a', 'e1_a', 'e2_a', 'n_b', 'e1_b', 'e2_b'}. From a world axis the pairs are images of one
+        world pair, so the relative angle starts at 0."""
+        if axis is not None:
+            if axis_a is not None or axis_b is not None:
+                raise ModelError(f"joint '{self.name}': give either axis= (world) or axis_a= and axis_b=.")
+            n = _unit(self, "axis", axis)
+            world = dict(zip(("n", "e1", "e2"), (n, *perpendicular_basis(n))))
+            return {f"{k}_{s}": part.body_vector(v) for k, v in world.items()
+                    for s, part in (("a", self.a), ("b", self.b))}
+        if axis_a is None or axis_b is None:
+            raise ModelError(f"joint '{self.name}': give its axis, either axis= (a world direction at the "
+                             "initial configuration) or axis_a= and axis_b= (body-fixed in each part).")
+        out = {}
+        for s, v in (("a", axis_a), ("b", axis_b)):
+            n = _unit(self, f"axis_{s}", v)
+            out[f"n_{s}"], (out[f"e1_{s}"], out[f"e2_{s}"]) = n, perpendicular_basis(n)
+        return out
+
+    def _frames(self, layout):
+        return {"frame_a": layout.frame(self.a), "frame_b": layout.frame(self.b)}
+
+    def _coincide(self, layout, X_a, X_b):
+        return Term(PointCoincidence, {**self._frames(layout), "at_a": X_a, "at_b": X_b}, self.name)
+
+    def _dot(self, layout, u_a, w_b, label, c=0.0):
+        """u (body vector of a) · w (body vector of b) = c."""
+        return Term(VectorDot, {**self._frames(layout), "u": u_a, "w": w_b, "c": c}, self.name, (label,))
+
+    def _offset(self, layout, X_a, u_a, X_b, label):
+        """u_a · (x_b − x_a) = 0."""
+        return Term(PointOffset, {**self._frames(layout), "at_a": X_a, "u": u_a, "at_b": X_b, "c": 0.0},
+                    self.name, (label,))
+
+    def _initial_dot(self, u_a, w_b):
+        return float(self.a.world_vector(u_a) @ self.b.world_vector(w_b))
+
+    # --- joint coordinates (for spring-dampers and motors) --------------------------------
+    coordinates = ()
+
+    def coordinate(self, which, layout):
+        """(geometry, params) of the joint coordinate ``which`` ('angle' or 'slide')."""
+        if which not in self.coordinates:
+            raise ModelError(f"joint '{self.name}' ({type(self).__name__}) has no {which} coordinate; "
+                             f"it has: {', '.join(self.coordinates) or 'none'}.")
+        g = self._geometry
+        if which == "angle":
+            return Angle, {**self._frames(layout), "e1": g["e1_a"], "e2": g["e2_a"], "b": g["e1_b"]}
+        return Slide, {**self._frames(layout), "at_a": self.at_a, "u": g["n_a"], "at_b": self.at_b}
 
 
 class Spherical(Joint):
-    """Ball joint: the material points X_a of ``a`` and X_b of ``b`` coincide (3 constraints).
+    """Ball joint: material points of ``a`` and ``b`` coincide (3 constraints).
 
-    Parameters
-    ----------
-    a, b : bodies or ``cs.ground``
-    at : (3,), m — joint location in the inertial frame at the initial configuration; the body
-        points are computed from it. Or give ``at_a`` and ``at_b``: body-fixed points (m) in the
-        axes of ``a`` and ``b`` (for the ground: inertial coordinates); they must coincide
-        initially.
-    name : str, optional
+    ``at``: joint location (world, initial configuration), or ``at_a``/``at_b`` body points.
     """
+
+    n_constraints = 3
 
     def __init__(self, a, b, at=None, *, at_a=None, at_b=None, name=None):
         super().__init__(a, b, name)
-        self.at_a, self.at_b = _attachment(self, at, at_a, at_b)
+        self.at_a, self.at_b = self._points(at, at_a, at_b)
 
     def terms(self, layout):
-        params = {"frame_a": layout.frame(self.a), "at_a": self.at_a,
-                  "frame_b": layout.frame(self.b), "at_b": self.at_b}
-        return [Term(PointCoincidence, params, self.name)]
+        return [self._coincide(layout, self.at_a, self.at_b)]
+
+
+class Revolute(Joint):
+    """Hinge: common point and common axis n, rotation about n free (5 constraints).
+
+    Constraints: x_a = x_b, n_a·e1_b = 0, n_a·e2_b = 0 (e1, e2 ⟂ n in b). Coordinate: ``angle``
+    (rad, right-handed about n, 0 at the start when the axis is given in world axes).
+    """
+
+    n_constraints = 5
+    coordinates = ("angle",)
+
+    def __init__(self, a, b, at=None, axis=None, *, at_a=None, at_b=None, axis_a=None, axis_b=None,
+                 name=None):
+        super().__init__(a, b, name)
+        self.at_a, self.at_b = self._points(at, at_a, at_b)
+        self._geometry = self._axis(axis, axis_a, axis_b)
+
+    def terms(self, layout):
+        g = self._geometry
+        return [self._coincide(layout, self.at_a, self.at_b),
+                self._dot(layout, g["n_a"], g["e1_b"], "n·e1"),
+                self._dot(layout, g["n_a"], g["e2_b"], "n·e2")]
+
+
+class Universal(Joint):
+    """Cardan joint: common point, axis u of ``a`` stays perpendicular to axis w of ``b`` (4 constraints).
+
+    ``axes=(u, w)`` in world axes at the initial configuration (must be perpendicular), or
+    ``axis_a``/``axis_b`` body-fixed.
+    """
+
+    n_constraints = 4
+
+    def __init__(self, a, b, at=None, axes=None, *, at_a=None, at_b=None, axis_a=None, axis_b=None,
+                 name=None):
+        super().__init__(a, b, name)
+        self.at_a, self.at_b = self._points(at, at_a, at_b)
+        self.u, self.w = _two_axes(self, axes, axis_a, axis_b)
+
+    def terms(self, layout):
+        return [self._coincide(layout, self.at_a, self.at_b), self._dot(layout, self.u, self.w, "u·w")]
+
+
+class Cylindrical(Joint):
+    """Rotation about and slide along a common axis (4 constraints): n_a·e1_b = n_a·e2_b = 0 and
+    e1_a·(x_b − x_a) = e2_a·(x_b − x_a) = 0. Coordinates: ``angle`` and ``slide`` (m along n)."""
+
+    n_constraints = 4
+    coordinates = ("angle", "slide")
+
+    def __init__(self, a, b, at=None, axis=None, *, at_a=None, at_b=None, axis_a=None, axis_b=None,
+                 name=None):
+        super().__init__(a, b, name)
+        self.at_a, self.at_b = self._points(at, at_a, at_b)
+        self._geometry = self._axis(axis, axis_a, axis_b)
+
+    def terms(self, layout):
+        g = self._geometry
+        return [self._dot(layout, g["n_a"], g["e1_b"], "n·e1"),
+                self._dot(layout, g["n_a"], g["e2_b"], "n·e2"),
+                self._offset(layout, self.at_a, g["e1_a"], self.at_b, "e1·Δx"),
+                self._offset(layout, self.at_a, g["e2_a"], self.at_b, "e2·Δx")]
+
+
+class Prismatic(Cylindrical):
+    """Slider: translation along a common axis only (5 constraints): the cylindrical joint plus
+    e1_a·e2_b = const (no rotation about n). Coordinate: ``slide`` (m along n, 0 at the start)."""
+
+    n_constraints = 5
+    coordinates = ("slide",)
+
+    def terms(self, layout):
+        g = self._geometry
+        c = self._initial_dot(g["e1_a"], g["e2_b"])
+        return super().terms(layout) + [self._dot(layout, g["e1_a"], g["e2_b"], "e1·e2", c)]
+
+
+class Planar(Joint):
+    """Plane-on-plane contact held closed (3 constraints): normals stay parallel
+    (n_a·e1_b = n_a·e2_b = 0) and b's point stays in a's plane (n_a·(x_b − x_a) = 0).
+    ``normal`` in world axes, or ``normal_a``/``normal_b`` body-fixed."""
+
+    n_constraints = 3
+
+    def __init__(self, a, b, at=None, normal=None, *, at_a=None, at_b=None, normal_a=None, normal_b=None,
+                 name=None):
+        super().__init__(a, b, name)
+        self.at_a, self.at_b = self._points(at, at_a, at_b)
+        self._geometry = self._axis(normal, normal_a, normal_b)
+
+    def terms(self, layout):
+        g = self._geometry
+        return [self._dot(layout, g["n_a"], g["e1_b"], "n·e1"),
+                self._dot(layout, g["n_a"], g["e2_b"], "n·e2"),
+                self._offset(layout, self.at_a, g["n_a"], self.at_b, "n·Δx")]
+
+
+class Fixed(Joint):
+    """Rigid connection (6 constraints): a common point and a common triad,
+    x_a = x_b, t1_a·t2_b = t2_a·t3_b = t3_a·t1_b = 0, with (t1, t2, t3) the inertial axes at the start."""
+
+    n_constraints = 6
+
+    def __init__(self, a, b, at=None, *, at_a=None, at_b=None, name=None):
+        super().__init__(a, b, name)
+        self.at_a, self.at_b = self._points(at, at_a, at_b)
+
+    def terms(self, layout):
+        t = np.eye(3)
+        ta = [self.a.body_vector(v) for v in t]
+        tb = [self.b.body_vector(v) for v in t]
+        return [self._coincide(layout, self.at_a, self.at_b),
+                self._dot(layout, ta[0], tb[1], "t1·t2", self._initial_dot(ta[0], tb[1])),
+                self._dot(layout, ta[1], tb[2], "t2·t3", self._initial_dot(ta[1], tb[2])),
+                self._dot(layout, ta[2], tb[0], "t3·t1", self._initial_dot(ta[2], tb[0]))]
+
+
+class Distance(Joint):
+    """Massless rod: two material points keep the distance ``length`` (1 constraint),
+    ½(|x_a − x_b|² − L²) = 0. ``points=(x_a, x_b)`` in world axes at the start, or
+    ``at_a``/``at_b`` body points; ``length`` defaults to the initial distance."""
+
+    n_constraints = 1
+
+    def __init__(self, a, b, points=None, *, at_a=None, at_b=None, length=None, name=None):
+        super().__init__(a, b, name)
+        if points is not None:
+            if at_a is not None or at_b is not None:
+                raise ModelError(f"joint '{self.name}': give either points= or at_a= and at_b=.")
+            xa, xb = (_vec3(self, "points", x) for x in points)
+            self.at_a, self.at_b = a.body_point(xa), b.body_point(xb)
+        else:
+            if at_a is None or at_b is None:
+                raise ModelError(f"joint '{self.name}': give points=(x_a, x_b) or at_a= and at_b=.")
+            self.at_a, self.at_b = _vec3(self, "at_a", at_a), _vec3(self, "at_b", at_b)
+        initial = np.linalg.norm(a.world_point(self.at_a) - b.world_point(self.at_b))
+        self.length = initial if length is None else float(length)
+        if not (self.length > 0 and np.isfinite(self.length)):
+            raise ModelError(f"joint '{self.name}': length must be positive, got {self.length}; "
+                             "two points at distance 0 are a Spherical joint.")
+
+    def terms(self, layout):
+        p = {**self._frames(layout), "at_a": self.at_a, "at_b": self.at_b, "length": self.length}
+        return [Term(DistanceKind, p, self.name)]
+
+
+class Perpendicular(Joint):
+    """Thompson's perpendicular constraint: axis u of ``a`` stays perpendicular to axis w of ``b``
+    (1 constraint, u·w = 0). ``axes=(u, w)`` world at the start, or ``axis_a``/``axis_b``."""
+
+    n_constraints = 1
+
+    def __init__(self, a, b, axes=None, *, axis_a=None, axis_b=None, name=None):
+        super().__init__(a, b, name)
+        self.u, self.w = _two_axes(self, axes, axis_a, axis_b)
+
+    def terms(self, layout):
+        return [self._dot(layout, self.u, self.w, "u·w")]
+
+
+class Parallel(Joint):
+    """Thompson's parallel constraint: the axis of ``b`` stays parallel to the axis of ``a``
+    (2 constraints, e1_a·n_b = e2_a·n_b = 0); rotation about the axis and translations stay free."""
+
+    n_constraints = 2
+
+    def __init__(self, a, b, axis=None, *, axis_a=None, axis_b=None, name=None):
+        super().__init__(a, b, name)
+        self._geometry = self._axis(axis, axis_a, axis_b)
+
+    def terms(self, layout):
+        g = self._geometry
+        return [self._dot(layout, g["e1_a"], g["n_b"], "e1·n"), self._dot(layout, g["e2_a"], g["n_b"], "e2·n")]
+
+
+def _two_axes(joint, axes, axis_a, axis_b):
+    """Body-fixed unit axes (u of a, w of b), perpendicular at the initial configuration."""
+    if axes is not None:
+        if axis_a is not None or axis_b is not None:
+            raise ModelError(f"joint '{joint.name}': give either axes=(u, w) or axis_a= and axis_b=.")
+        u, w = (_unit(joint, "axes", x) for x in axes)
+        u, w = joint.a.body_vector(u), joint.b.body_vector(w)
+    elif axis_a is not None and axis_b is not None:
+        u, w = _unit(joint, "axis_a", axis_a), _unit(joint, "axis_b", axis_b)
+    else:
+        raise ModelError(f"joint '{joint.name}': give axes=(u, w) (world) or axis_a= and axis_b= (body-fixed).")
+    dot = joint.a.world_vector(u) @ joint.b.world_vector(w)
+    if abs(dot) > PERPENDICULAR_TOL:
+        raise InconsistentInitialState(
+            f"joint '{joint.name}': its two axes must be perpendicular at the start, but u·w = {dot:.3g}.")
+    return u, w

@@ -2,12 +2,14 @@
 
 Assembly fixes the coordinate layout (parts in order of appearance, each owning consecutive
 3-vector blocks), groups elements by kind, and checks the initial state: positions and
-velocities on the constraints, constraint Jacobian of full row rank.
+velocities on the constraints. It computes the rank of the constraint Jacobian G(q0): dependent
+(redundant) rows — closed planar loops in 3-D, a joint stated twice — are named and, by
+default, dropped so that the remaining rows have full rank; all rows are still monitored.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -17,41 +19,56 @@ import scipy.linalg
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .bodies import Ground, Part
-from .joints import Joint
 from .terms import stack_terms
 
-#: Largest accepted initial constraint residual (m for joints, 1 for director constraints).
-POSITION_TOL = 1e-9
+#: Largest accepted initial constraint residual, relative to 1 + max|q0| (m for joints, 1 for
+#: director constraints); orientations are projected onto rotations, so this is about joints.
+POSITION_TOL = 1e-10
 #: Largest accepted initial velocity-constraint residual |G v0|, relative to 1 + max|v0|.
 VELOCITY_TOL = 1e-9
-#: Relative singular-value threshold below which constraint rows count as dependent.
-RANK_TOL = 1e-10
+#: A row is dependent when its component orthogonal to the rows kept before it is below
+#: RANK_TOL times its norm.
+RANK_TOL = 1e-9
 
 
-@dataclass(frozen=True)
+@dataclass
 class Layout:
     """Where everything lives in the flat arrays; Python-side only (never traced).
 
     Attributes
     ----------
-    parts : list of Part, the parts with coordinates, in block order
-    offsets : dict name -> first block index of the part
-    constraint_rows : list of (owner name, equation) for each row of g(q)
+    parts : the parts with coordinates, in block order
+    offsets : {name: first block index}
+    constraint_rows : [(owner, equation)] for every row of g(q)
+    dropped_rows : indices of redundant rows left out of the step
+    coordinate_names : owners of the tracked joint coordinates s (springs, dampers, motors)
+    work_names : owners of the entries of the per-step work (motors, applied loads)
+    rank, degrees_of_freedom : of the assembled system
     """
 
     parts: list
     offsets: dict
-    constraint_rows: list
+    constraint_rows: list = field(default_factory=list)
+    dropped_rows: list = field(default_factory=list)
+    coordinate_names: list = field(default_factory=list)
+    work_names: list = field(default_factory=list)
+    rank: int = 0
+    degrees_of_freedom: int = 0
 
     @property
     def n_blocks(self):
         return sum(p.n_blocks for p in self.parts)
+
+    def __post_init__(self):
+        self._by_name = {p.name: p for p in self.parts}
 
     def frame(self, part):
         """Block indices (4,) of the part's frame (φ, d1, d2, d3) in the extended block array."""
         g = self.n_blocks
         if isinstance(part, Ground):
             return np.arange(g, g + 4)
+        if self._by_name.get(part.name) is not part:
+            raise ModelError(f"part '{part.name}' is not in this system; add it to the System.")
         o = self.offsets[part.name]
         if part.n_blocks == 4:
             return np.arange(o, o + 4)
@@ -70,13 +87,28 @@ class Assembly:
     layout: Layout
     initial_state: State
 
+    @property
+    def degrees_of_freedom(self):
+        return self.layout.degrees_of_freedom
+
+    def report(self) -> str:
+        """Coordinates, constraints, rank, dropped rows and degrees of freedom, as text."""
+        L = self.layout
+        n_q = self.model.n_coordinates
+        lines = [f"{len(L.parts)} parts, {n_q} coordinates, {len(L.constraint_rows)} constraint equations, "
+                 f"rank {L.rank}: {L.degrees_of_freedom} degrees of freedom"]
+        if L.dropped_rows:
+            lines.append(f"{len(L.dropped_rows)} redundant equations dropped: "
+                         + ", ".join(f"{L.constraint_rows[i][0]} ({L.constraint_rows[i][1]})" for i in L.dropped_rows))
+        return "\n".join(lines)
+
 
 class System:
-    """A multibody system: bodies, joints and force fields.
+    """A multibody system: bodies, joints and forces.
 
     >>> system = cs.System([top, cs.Spherical(top, cs.ground, at=[0, 0, 0]), cs.Gravity()])
 
-    Bodies that appear only in joints are added automatically. Names must be unique.
+    Parts that appear only in joints or forces are added automatically. Names must be unique.
     """
 
     def __init__(self, elements=()):
@@ -87,16 +119,15 @@ class System:
     def add(self, element):
         if not hasattr(element, "terms"):
             raise ModelError(f"System: {element!r} is not a body, joint or force.")
-        if isinstance(element, Ground):
-            return self
-        self.elements.append(element)
+        if not isinstance(element, Ground):
+            self.elements.append(element)
         return self
 
     def parts(self):
-        """Parts with coordinates, in order of first appearance (listed or joined)."""
+        """Parts with coordinates, in order of first appearance (listed or referenced)."""
         seen = {}
         for e in self.elements:
-            for p in (e,) if isinstance(e, Part) else e.parts() if isinstance(e, Joint) else ():
+            for p in (e,) if isinstance(e, Part) else e.parts():
                 if isinstance(p, Ground):
                     continue
                 if p.name in seen and seen[p.name] is not p:
@@ -104,45 +135,58 @@ class System:
                 seen[p.name] = p
         return list(seen.values())
 
-    def assemble(self) -> Assembly:
-        """Fix the layout, build the model, check the initial state (see module docstring)."""
+    def assemble(self, redundant="drop") -> Assembly:
+        """Fix the layout, build the model and check the initial state.
+
+        redundant : "drop" (default) removes a minimal set of dependent constraint rows,
+            keeping the earlier-listed ones, and reports them in ``assembly.report()``;
+            "raise" refuses with a ModelError naming them.
+        """
+        if redundant not in ("drop", "raise"):
+            raise ModelError(f"assemble: redundant must be 'drop' or 'raise', got {redundant!r}.")
         parts = self.parts()
-        names = [p.name for p in parts] + [getattr(e, "name", None) for e in self.elements
-                                            if not isinstance(e, Part)]
-        dup = sorted({n for n in names if n is not None and names.count(n) > 1})
+        others = [e for e in self.elements if not isinstance(e, Part)]
+        names = [p.name for p in parts] + [e.name for e in others]
+        dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ModelError(f"System: the names {dup} are used more than once; names must be unique.")
         offsets, o = {}, 0
         for p in parts:
             offsets[p.name] = o
             o += p.n_blocks
-        layout = Layout(parts, offsets, [])
-        terms = [t for p in parts for t in p.terms(layout)]
-        terms += [t for e in self.elements if not isinstance(e, Part) for t in e.terms(layout)]
-        constraints, potentials = [], []
-        for kind, params, owners in stack_terms(terms):
+        layout = Layout(parts, offsets)
+        terms = [t for e in parts + others for t in e.terms(layout)]
+        priority = {id(t): i for i, t in enumerate(terms)}
+        groups = {"constraint": [], "potential": [], "coordinate": [], "load": []}
+        row_priority = []
+        for kind, params, ts in stack_terms(terms):
             params = {k: jnp.asarray(v) for k, v in params.items()}
-            if hasattr(kind, "residual"):
-                constraints.append((kind, params))
-                layout.constraint_rows.extend((o, r) for o in owners for r in kind.rows)
-            else:
-                potentials.append((kind, params))
-        mu = scipy.linalg.block_diag(*[p.mass_blocks() for p in parts])
-        translational = np.concatenate([[1.0] + [0.0] * (p.n_blocks - 1) for p in parts])
+            family = ("constraint" if hasattr(kind, "residual") else "coordinate" if hasattr(kind, "geometry")
+                      else "load" if hasattr(kind, "generalized_force") else "potential")
+            groups[family].append((kind, params, ts))
+            if family == "constraint":
+                for t in ts:
+                    labels = t.rows or kind.rows
+                    layout.constraint_rows.extend((t.owner, r) for r in labels)
+                    row_priority.extend((priority[id(t)], j) for j in range(len(labels)))
+        # name the entries of s and of the per-step work in the order Model.discrete_forces makes them
+        layout.coordinate_names = [t.owner for _, _, ts in groups["coordinate"] for t in ts]
+        layout.work_names = ([t.owner for k, _, ts in groups["coordinate"] if k.motor is not None for t in ts]
+                             + [t.owner for _, _, ts in groups["load"] for t in ts])
+        mu = scipy.linalg.block_diag(*[p.mass_blocks() for p in parts]) if parts else np.zeros((0, 0))
+        translational = np.concatenate([[1.0] + [0.0] * (p.n_blocks - 1) for p in parts]) if parts else np.zeros(0)
+        rigid = np.array([layout.frame(p) for p in parts if p.n_blocks == 4], dtype=np.int64).reshape(-1, 4)
         model = Model(
-            mu=jnp.asarray(mu),
-            translational=jnp.asarray(translational),
-            rigid_frames=jnp.asarray(np.array([layout.frame(p) for p in parts if p.n_blocks == 4],
-                                              dtype=np.int64).reshape(-1, 4)),
-            constraint_params=tuple(p for _, p in constraints),
-            potential_params=tuple(p for _, p in potentials),
-            constraint_kinds=tuple(k for k, _ in constraints),
-            potential_kinds=tuple(k for k, _ in potentials),
+            mu=jnp.asarray(mu), translational=jnp.asarray(translational), rigid_frames=jnp.asarray(rigid),
+            constraint_keep=jnp.arange(len(layout.constraint_rows)),
+            **{f"{f}_params": tuple(p for _, p, _ in g) for f, g in groups.items()},
+            **{f"{f}_kinds": tuple(k for k, _, _ in g) for f, g in groups.items()},
         )
-        q0 = np.concatenate([p.initial_blocks().ravel() for p in parts])
-        v0 = np.concatenate([p.initial_rates().ravel() for p in parts])
-        state = State(jnp.asarray(q0), jnp.asarray(v0))
-        check_initial_state(model, layout, state)
+        q0 = jnp.asarray(np.concatenate([p.initial_blocks().ravel() for p in parts]))
+        v0 = jnp.asarray(np.concatenate([p.initial_rates().ravel() for p in parts]))
+        state = State(q0, v0, model.coordinate_values(q0))
+        keep = _check_constraints(model, layout, state, row_priority, redundant)
+        model = Model(**{**model.__dict__, "constraint_keep": jnp.asarray(keep, dtype=jnp.int64)})
         return Assembly(model, layout, state)
 
 
@@ -153,42 +197,59 @@ def _rows_by_owner(layout, values):
     return out
 
 
-def check_initial_state(model: Model, layout: Layout, state: State):
-    """Raise InconsistentInitialState if q0 or v0 violates a constraint, ModelError if the
-    constraint Jacobian G(q0) has dependent rows (redundant constraints)."""
-    if model.n_constraints == 0:
-        return
-    g = np.asarray(model.constraints(state.q))
-    G = np.asarray(jax.jacfwd(model.constraints)(state.q))
-    gdot = G @ np.asarray(state.v)
+def independent_rows(G, order, tol=RANK_TOL):
+    """Rows of G taken in ``order`` that are independent of the ones taken before them
+    (Gram–Schmidt, twice for stability); returns the kept row indices, sorted."""
+    basis, keep = [], []
+    for i in order:
+        r = G[i].astype(float).copy()
+        norm0 = np.linalg.norm(r)
+        for _ in range(2):
+            for b in basis:
+                r -= (r @ b) * b
+        if norm0 > 0 and np.linalg.norm(r) > tol * norm0:
+            keep.append(i)
+            basis.append(r / np.linalg.norm(r))
+    return sorted(keep)
+
+
+def _check_constraints(model: Model, layout: Layout, state: State, row_priority, redundant):
+    """Raise on initial positions/velocities off the constraints; return the rows to keep."""
+    n_q = model.n_coordinates
+    if not layout.constraint_rows:
+        layout.rank, layout.degrees_of_freedom = 0, n_q
+        return np.arange(0)
+    g = np.asarray(model.all_constraints(state.q))
+    G = np.asarray(jax.jacfwd(model.all_constraints)(state.q))
+    tol = POSITION_TOL * (1.0 + np.max(np.abs(state.q)))
     for owner, rows in _rows_by_owner(layout, np.abs(g)).items():
         worst = max(v for _, v in rows)
-        if worst > POSITION_TOL:
-            detail = ", ".join(f"{r}: {v:.3g}" for r, v in rows if v > POSITION_TOL)
+        if not worst <= tol:  # also catches NaN
+            detail = ", ".join(f"{r}: {v:.3g}" for r, v in rows if not v <= tol)
             raise InconsistentInitialState(
-                f"'{owner}': the initial positions violate its constraint by {worst:.3g} "
-                f"({detail}); place the parts so that the joint is closed (e.g. give the joint "
-                "as at= a world point, from which both body points are computed)."
-            )
+                f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
+                "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
+                "from which both body points are computed).")
     vscale = 1.0 + np.max(np.abs(state.v))
-    for owner, rows in _rows_by_owner(layout, gdot).items():
+    for owner, rows in _rows_by_owner(layout, G @ np.asarray(state.v)).items():
         vals = np.array([v for _, v in rows])
-        if np.max(np.abs(vals)) > VELOCITY_TOL * vscale:
+        if not np.max(np.abs(vals)) <= VELOCITY_TOL * vscale:
             raise InconsistentInitialState(
                 f"'{owner}': the initial velocities violate its constraint: d/dt of "
-                f"({', '.join(r for r, _ in rows)}) = {np.array2string(vals, precision=6)}; "
-                "give velocities the joint allows, e.g. for a body pinned at point r0 with angular "
-                "velocity ω the centre of mass needs velocity ω × (x_c − r0)."
-            )
-    # redundant constraints: QR with column pivoting on Gᵀ picks independent rows
-    _, R, piv = scipy.linalg.qr(G.T, mode="economic", pivoting=True)
-    diag = np.abs(np.diag(R))
-    rank = int(np.sum(diag > RANK_TOL * max(diag[0], 1.0))) if diag.size else 0
-    if rank < G.shape[0]:
-        dependent = sorted(piv[rank:])
-        which = ", ".join(f"{layout.constraint_rows[i][0]} ({layout.constraint_rows[i][1]})" for i in dependent)
-        raise ModelError(
-            f"redundant constraints: {G.shape[0] - rank} of {G.shape[0]} constraint equations are "
-            f"dependent on the others: {which}. Remove or replace joints so that each freedom is "
-            "constrained once."
-        )
+                f"({', '.join(r for r, _ in rows)}) = {np.array2string(vals, precision=6)}; give velocities "
+                "the joint allows, e.g. for a body pinned at point r0 with angular velocity ω the centre of "
+                "mass needs velocity ω × (x_c − r0).")
+    order = sorted(range(len(row_priority)), key=lambda i: row_priority[i])
+    keep = independent_rows(G, order)
+    layout.rank = len(keep)
+    layout.degrees_of_freedom = n_q - len(keep)
+    dropped = sorted(set(range(G.shape[0])) - set(keep))
+    if dropped:
+        which = ", ".join(f"{layout.constraint_rows[i][0]} ({layout.constraint_rows[i][1]})" for i in dropped)
+        if redundant == "raise":
+            raise ModelError(
+                f"redundant constraints: {len(dropped)} of {G.shape[0]} constraint equations are dependent on "
+                f"the others: {which}. Remove or replace joints so that each freedom is constrained once, or "
+                "assemble with redundant='drop'.")
+        layout.dropped_rows = dropped
+    return np.asarray(keep)

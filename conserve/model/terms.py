@@ -1,38 +1,46 @@
 """Element kinds: the vectorised pure functions behind every user-facing part.
 
-A user element (body, joint, force) contributes *terms*: a kind (one of the classes below)
-and the parameters of one element. Assembly stacks the parameters of all terms of one kind
-into arrays with a leading element axis, so each kind is evaluated by one vectorised call
-however many elements use it (DESIGN §10).
+A user element (body, joint, force) contributes *terms*: a kind and the parameters of one
+element. Assembly stacks the parameters of all terms of one kind into arrays with a leading
+element axis, so each kind is evaluated by one vectorised call however many elements use it
+(DESIGN §10). A kind is a class, or a hashable instance when it carries user functions.
 
-Two families share the code paths of the assembled model:
+Families (Q is the extended block array (m, 3) of :mod:`conserve.kinematics.frames`):
 
-- constraint kinds: ``residual(params, Q) -> (n, rows)``, quadratic in the coordinates so
-  that the midpoint Jacobian G(q_{n+½}) is an exact discrete derivative (DESIGN §4);
-- potential kinds: ``invariants(params, Q) -> (n, k)`` quadratic (or linear) in the
-  coordinates and ``energy(params_e, pi_e) -> scalar`` for one element; the discrete force
-  follows from :func:`conserve.discrete.discrete_gradient` (DESIGN §5).
-
-Q is the extended block array (m, 3) of :mod:`conserve.kinematics.frames`.
+- constraint kinds: ``residual(p, Q) -> (n, rows)``. The built-in ones are quadratic in the
+  coordinates, so the midpoint Jacobian G(q_{n+½}) is an exact discrete derivative
+  (DESIGN §4). A kind with ``invariants(p, Q)`` and ``outer(p_e, pi_e)`` (g = outer(π)) gets
+  the discrete gradient of ``outer`` in invariant space instead (user constraints).
+- potential kinds: ``invariants(p, Q) -> (n, k)`` quadratic (or linear) in the coordinates
+  and ``energy(p_e, pi_e) -> scalar``; the discrete force follows from
+  :func:`conserve.discrete.discrete_gradient` unless the kind gives a closed-form
+  ``discrete_gradient(p_e, pi0_e, pi1_e)`` (DESIGN §5).
+- load kinds: ``generalized_force(p, Q0, Q1, t, h) -> (Q-shaped force, (n,) work)`` for
+  applied, non-conservative loads evaluated at the midpoint.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..kinematics.frames import material_point
+from ..kinematics.frames import frames_of, material_point, material_vector
 
 
 @dataclass
 class Term:
-    """One element's share of a kind: its parameters (numpy arrays) and its owner's name."""
+    """One element's share of a kind: parameters (numpy arrays), owner name, row labels."""
 
-    kind: type
+    kind: object
     params: dict = field(default_factory=dict)
     owner: str = ""
+    rows: tuple = ()
+
+
+# --- constraints -------------------------------------------------------------------------
 
 
 class DirectorOrthonormality:
@@ -47,23 +55,14 @@ class DirectorOrthonormality:
     def residual(p, Q):
         d = Q[p["frame"][:, 1:]]  # (n, 3, 3), d_i in row i
         g = jnp.einsum("nik,njk->nij", d, d)
-        return jnp.stack(
-            [
-                0.5 * (g[:, 0, 0] - 1.0),
-                0.5 * (g[:, 1, 1] - 1.0),
-                0.5 * (g[:, 2, 2] - 1.0),
-                g[:, 0, 1],
-                g[:, 0, 2],
-                g[:, 1, 2],
-            ],
-            axis=1,
-        )
+        return jnp.stack([0.5 * (g[:, 0, 0] - 1.0), 0.5 * (g[:, 1, 1] - 1.0), 0.5 * (g[:, 2, 2] - 1.0),
+                          g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], axis=1)
 
 
 class PointCoincidence:
-    """Two material points coincide: x_A − x_B = 0 (spherical joint, DESIGN §4). Linear in q.
+    """Two material points coincide: x_A − x_B = 0 (Thompson's spherical constraint). Linear.
 
-    params: ``frame_a``, ``frame_b`` (n, 4); ``at_a``, ``at_b`` (n, 3) body coordinates in m.
+    params: ``frame_a``, ``frame_b`` (n, 4); ``at_a``, ``at_b`` (n, 3) body points in m.
     Residual (n, 3) in m; its multiplier λ is the force in N the joint exerts on B (on A: −λ).
     """
 
@@ -72,6 +71,78 @@ class PointCoincidence:
     @staticmethod
     def residual(p, Q):
         return material_point(Q, p["frame_a"], p["at_a"]) - material_point(Q, p["frame_b"], p["at_b"])
+
+
+class VectorDot:
+    """u_A · w_B = c for body-fixed vectors u of A and w of B (Thompson's perpendicular
+    constraint for c = 0). Bilinear, hence quadratic.
+
+    params: ``frame_a``, ``u`` (n, 3), ``frame_b``, ``w`` (n, 3), ``c`` (n,). Residual (n, 1).
+    """
+
+    rows = ("u·w",)
+
+    @staticmethod
+    def residual(p, Q):
+        u = material_vector(Q, p["frame_a"], p["u"])
+        w = material_vector(Q, p["frame_b"], p["w"])
+        return (jnp.sum(u * w, axis=1) - p["c"])[:, None]
+
+
+class PointOffset:
+    """u_A · (x_B − x_A) = c: B's point stays in a plane of A normal to the body vector u.
+
+    params: ``frame_a``, ``at_a``, ``u``, ``frame_b``, ``at_b``, ``c``. Residual (n, 1) in m.
+    Bilinear (u linear in A's directors times a linear difference), hence quadratic.
+    """
+
+    rows = ("u·(xB−xA)",)
+
+    @staticmethod
+    def residual(p, Q):
+        u = material_vector(Q, p["frame_a"], p["u"])
+        r = material_point(Q, p["frame_b"], p["at_b"]) - material_point(Q, p["frame_a"], p["at_a"])
+        return (jnp.sum(u * r, axis=1) - p["c"])[:, None]
+
+
+class Distance:
+    """½(|x_A − x_B|² − L²) = 0: two material points at fixed distance L (massless rod).
+
+    params: ``frame_a``, ``at_a``, ``frame_b``, ``at_b``, ``length`` (n,) in m. Residual (n, 1) in m².
+    """
+
+    rows = ("|xA−xB|",)
+
+    @staticmethod
+    def residual(p, Q):
+        r = material_point(Q, p["frame_a"], p["at_a"]) - material_point(Q, p["frame_b"], p["at_b"])
+        return 0.5 * (jnp.sum(r * r, axis=1) - p["length"] ** 2)[:, None]
+
+
+@dataclass(frozen=True, eq=False)
+class UserConstraint:
+    """A user's holonomic constraint g = outer(π(frames)) with a discrete gradient in π-space.
+
+    ``invariants(*frames) -> (k,)`` (default: the parts' coordinates themselves, which makes
+    the discrete gradient Gonzalez's and conserves energy but not necessarily momentum) and
+    ``outer(pi) -> (rows,)``; ``rows``: equation labels. params: ``frames`` (n, n_parts, 4).
+    """
+
+    invariant_fn: object
+    outer_fn: object
+    rows: tuple = ("g",)
+
+    def invariants(self, p, Q):
+        return jax.vmap(lambda f: jnp.atleast_1d(self.invariant_fn(*frames_of(Q, f))))(p["frames"])
+
+    def outer(self, p_e, pi):
+        return jnp.atleast_1d(self.outer_fn(pi))
+
+    def residual(self, p, Q):
+        return jax.vmap(lambda pe, pi: self.outer(pe, pi))(p, self.invariants(p, Q))
+
+
+# --- potentials --------------------------------------------------------------------------
 
 
 class UniformGravity:
@@ -90,16 +161,104 @@ class UniformGravity:
         return -p["mass"] * pi[0]
 
 
+class CentralGravity:
+    """Newtonian point-mass gravity of a centre at the origin: V = −μ m / |x_c|.
+
+    Invariant s = |φ|² (quadratic, rotation invariant about the origin ⇒ angular momentum about
+    the origin is conserved); closed-form discrete gradient without 0/0 (rotor-scheme.md §3):
+    Q = μ m / (√s0 √s1 (√s0 + √s1)).
+    params: ``frame`` (n, 4), ``mass`` (n,), ``mu`` (n,) in m³/s².
+    """
+
+    @staticmethod
+    def invariants(p, Q):
+        x = Q[p["frame"][:, 0]]
+        return jnp.sum(x * x, axis=1, keepdims=True)
+
+    @staticmethod
+    def energy(p, pi):
+        return -p["mu"] * p["mass"] / jnp.sqrt(pi[0])
+
+    @staticmethod
+    def discrete_gradient(p, pi0, pi1):
+        r0, r1 = jnp.sqrt(pi0), jnp.sqrt(pi1)
+        return p["mu"] * p["mass"] / (r0 * r1 * (r0 + r1))
+
+
+@dataclass(frozen=True, eq=False)
+class UserPotential:
+    """A user's potential U(π) of quadratic invariants π = invariants(*frames) (k,).
+
+    params: ``frames`` (n, n_parts, 4).
+    """
+
+    invariant_fn: object
+    energy_fn: object
+
+    def invariants(self, p, Q):
+        return jax.vmap(lambda f: jnp.atleast_1d(self.invariant_fn(*frames_of(Q, f))))(p["frames"])
+
+    def energy(self, p_e, pi):
+        return self.energy_fn(pi)
+
+
+# --- applied loads -----------------------------------------------------------------------
+
+
+class BodyState(dict):
+    """Midpoint state of a loaded part handed to user load functions (a dict with attribute
+    access): position (3,) m, velocity (3,) m/s, rotation (3, 3), angular_velocity (3,) rad/s
+    (inertial)."""
+
+    __getattr__ = dict.__getitem__
+
+
+@dataclass(frozen=True)
+class Load:
+    """Applied force at a body point and/or pure torque, constant or ``fn(t, state)``.
+
+    Generalized force (DESIGN §3): f_φ = F, f_{d_i} = X_i F + ½ m × d_i, evaluated at the
+    midpoint q_{n+½} and t_{n+½}; its discrete work f·Δq is reported per step.
+    params: ``frame`` (n, 4), ``at`` (n, 3), ``force`` (n, 3), ``torque`` (n, 3).
+    ``body_axes``: force and torque given in body axes (rotated by the midpoint directors).
+    """
+
+    force_fn: object = None
+    torque_fn: object = None
+    body_axes: bool = False
+
+    def generalized_force(self, p, Q0, Q1, t, h):
+        frame = p["frame"]
+        Qm, dQ = 0.5 * (Q0 + Q1), Q1 - Q0
+        d, dd = Qm[frame[:, 1:]], dQ[frame[:, 1:]]
+        state = BodyState(position=Qm[frame[:, 0]], velocity=dQ[frame[:, 0]] / h,
+                          rotation=jnp.swapaxes(d, 1, 2),
+                          angular_velocity=0.5 * jnp.sum(jnp.cross(d, dd), axis=1) / h)
+        F, M = p["force"], p["torque"]
+        if self.force_fn is not None:
+            F = jax.vmap(self.force_fn, in_axes=(None, 0))(t, state)
+        if self.torque_fn is not None:
+            M = jax.vmap(self.torque_fn, in_axes=(None, 0))(t, state)
+        if self.body_axes:
+            F = jnp.einsum("ni,nij->nj", F, d)
+            M = jnp.einsum("ni,nij->nj", M, d)
+        f_phi = F
+        f_d = p["at"][:, :, None] * F[:, None, :] + 0.5 * jnp.cross(M[:, None, :], d)
+        force = jnp.zeros_like(Q0).at[frame[:, 0]].add(f_phi).at[frame[:, 1:]].add(f_d)
+        work = jnp.sum(f_phi * dQ[frame[:, 0]], axis=1) + jnp.sum(f_d * dd, axis=(1, 2))
+        return force, work
+
+
 def stack_terms(terms):
     """Group terms by kind (order of first appearance) and stack their parameters.
 
-    Returns a list of (kind, params with a leading element axis, owners).
+    Returns a list of (kind, params with a leading element axis, terms).
     """
-    groups: dict[type, list[Term]] = {}
+    groups: dict = {}
     for t in terms:
         groups.setdefault(t.kind, []).append(t)
     out = []
     for kind, ts in groups.items():
         params = {k: np.stack([np.asarray(t.params[k]) for t in ts]) for k in ts[0].params}
-        out.append((kind, params, [t.owner for t in ts]))
+        out.append((kind, params, ts))
     return out

@@ -1,0 +1,84 @@
+"""Extension points: a user's own holonomic constraint or potential, written in jax.
+
+Both receive the parts' :class:`~conserve.kinematics.frames.Frame` s (``position``,
+``directors``, ``point(X)``, ``vector(U)``), which are linear in the coordinates.
+
+Energy and momentum stay exact when the functions are built from *invariants* that are
+quadratic in the coordinates (dot products of material points and vectors): give
+``invariants=`` and a function of them. Without ``invariants`` a constraint's discrete
+Jacobian is Gonzalez's discrete gradient in the parts' coordinates: energy stays exact, angular
+momentum only when the residual is itself quadratic.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ..errors import ModelError
+from ..kinematics.frames import Frame
+from .bodies import Ground, Part
+from .terms import Term, UserConstraint, UserPotential
+
+
+def _check_parts(name, parts):
+    parts = tuple(parts)
+    if not parts or not all(isinstance(p, Part) for p in parts):
+        raise ModelError(f"'{name}': parts must be a non-empty sequence of bodies, point masses or cs.ground.")
+    return parts
+
+
+def _coordinates_of(*frames):
+    return jnp.concatenate([jnp.concatenate([f.position[None], f.directors]).ravel() for f in frames])
+
+
+class Constraint:
+    """A holonomic constraint g(frames) = 0 with ``rows`` equations.
+
+    Parameters
+    ----------
+    parts : sequence of parts whose frames the functions receive, in this order
+    residual : callable (*frames) -> (rows,), or with ``invariants`` given: (π) -> (rows,)
+    invariants : callable (*frames) -> (k,), quadratic in the coordinates (optional)
+    rows : number of equations
+    name : str
+    """
+
+    def __init__(self, parts, residual, rows, *, invariants=None, name="constraint"):
+        self.name = name
+        self._parts = _check_parts(name, parts)
+        self.rows = int(rows)
+        if invariants is None:
+            n = len(self._parts)
+
+            def outer(pi):
+                blocks = pi.reshape(n, 4, 3)
+                return residual(*[Frame(b[0], b[1:]) for b in blocks])
+
+            self.kind = UserConstraint(_coordinates_of, outer, tuple(f"g{i}" for i in range(self.rows)))
+        else:
+            self.kind = UserConstraint(invariants, residual, tuple(f"g{i}" for i in range(self.rows)))
+
+    def parts(self):
+        return tuple(p for p in self._parts if not isinstance(p, Ground))
+
+    def terms(self, layout):
+        return [Term(self.kind, {"frames": [layout.frame(p) for p in self._parts]}, self.name)]
+
+
+class Potential:
+    """A potential U(π) of invariants π = invariants(*frames) (k,), quadratic in the coordinates.
+
+    Its discrete force is ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}) (DESIGN §5): exact energy balance, and
+    momentum conserved where the invariants are invariant under the symmetry.
+    """
+
+    def __init__(self, parts, invariants, energy, *, name="potential"):
+        self.name = name
+        self._parts = _check_parts(name, parts)
+        self.kind = UserPotential(invariants, energy)
+
+    def parts(self):
+        return tuple(p for p in self._parts if not isinstance(p, Ground))
+
+    def terms(self, layout):
+        return [Term(self.kind, {"frames": [layout.frame(p) for p in self._parts]}, self.name)]
