@@ -10,21 +10,25 @@ import numpy as np  # noqa: E402
 
 
 def plot_conservation(sol, path=None, *, title="", momentum_components=(0, 1, 2)):
-    """Error histories of the first integrals: relative energy error, angular-momentum error of
-    the given components (those the system conserves), and the constraint residual.
+    """Error histories of the first integrals: the energy-balance error E − E0 − (W − D)
+    (the drift for a conservative system) relative to |E0|, the angular-momentum error of the
+    given components (those the system conserves), and the constraint residual.
 
     Returns the figure; writes it to ``path`` when given.
     """
     E = sol.energy.total
     J = sol.angular_momentum
     fig, axes = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
-    axes[0].plot(sol.t, (E - E[0]) / abs(E[0]))
-    axes[0].set_ylabel("(E − E₀)/|E₀|")
+    axes[0].plot(sol.t, sol.energy_balance_error / abs(E[0]))
+    axes[0].set_ylabel("(E − E₀ − W + D)/|E₀|")
     scale = max(np.linalg.norm(J[0]), 1e-300)
+    if not momentum_components:
+        axes[1].text(0.5, 0.5, "no component conserved", ha="center", transform=axes[1].transAxes)
     for i in momentum_components:
         axes[1].plot(sol.t, (J[:, i] - J[0, i]) / scale, label=f"J{'xyz'[i]}")
     axes[1].set_ylabel("(J − J₀)/|J₀|")
-    axes[1].legend(loc="upper left", fontsize=8)
+    if momentum_components:
+        axes[1].legend(loc="upper left", fontsize=8)
     axes[2].semilogy(sol.t, np.maximum(sol.constraint_residual, 1e-20))
     axes[2].set_ylabel("max |g(q)|")
     axes[2].set_xlabel("t [s]")

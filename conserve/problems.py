@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from .model import Gravity, RigidBody, Spherical, System, ground
+from .model import (Gravity, JointMotor, JointSpringDamper, Prismatic, Revolute, RigidBody, Spherical, System,
+                    Universal, ground)
 
 G = 9.81
 
@@ -81,3 +82,130 @@ def free_body(inertia=(6.0, 8.0, 3.0), angular_velocity=(10.0, 20.0, 20.0), mass
     body = RigidBody("body", mass=mass, inertia=inertia, position=position, velocity=velocity,
                      angular_velocity=angular_velocity, frame="body")
     return System([body])
+
+
+@dataclass(frozen=True)
+class ThompsonPendulum:
+    """P6: a body on a revolute pivot at the origin about e2, centre of mass ℓ below the pivot,
+    with an optional rotary spring-damper (k, b) about e2 (Thompson 2011, "Pendulum").
+
+    Reduced equation (the reference): (J_yy + mℓ²) β'' + b β' + k β + m g ℓ sin β = 0.
+    """
+
+    m: float = 1.0
+    l: float = 0.5  # noqa: E741
+    inertia: tuple = (0.02, 0.03, 0.01)
+    beta0: float = 1.0
+    k: float = 2.0
+    b: float = 0.1
+    spring: bool = True
+    g: float = G
+
+    def system(self) -> System:
+        R0 = Rotation.from_rotvec([0.0, self.beta0, 0.0]).as_matrix()
+        body = RigidBody("pendulum", mass=self.m, inertia=self.inertia, position=R0 @ [0.0, 0.0, -self.l],
+                         orientation=R0)
+        pivot = Revolute(ground, body, at=[0.0, 0.0, 0.0], axis=[0.0, 1.0, 0.0], name="pivot")
+        elements = [body, pivot, Gravity([0.0, 0.0, -self.g])]
+        if self.spring:  # the joint angle is β − β0, so the spring's rest angle is −β0
+            elements.append(JointSpringDamper(pivot, self.k, self.b, rest=-self.beta0, name="spring"))
+        return System(elements)
+
+    @staticmethod
+    def beta(sol):
+        """β(t) from the centre of mass x_c = (−ℓ sin β, 0, −ℓ cos β)."""
+        x = sol["pendulum"].position
+        return np.unwrap(np.arctan2(-x[:, 0], -x[:, 2]))
+
+    def reference(self, t):
+        """β(t) of the reduced equation by scipy's DOP853 at rtol 1e-12."""
+        from scipy.integrate import solve_ivp
+
+        k, b = (self.k, self.b) if self.spring else (0.0, 0.0)
+        inertia = self.inertia[1] + self.m * self.l**2
+
+        def rhs(_, y):
+            return [y[1], -(b * y[1] + k * y[0] + self.m * self.g * self.l * np.sin(y[0])) / inertia]
+
+        res = solve_ivp(rhs, (t[0], t[-1]), [self.beta0, 0.0], method="DOP853", t_eval=t, rtol=1e-12, atol=1e-14)
+        return res.y[0]
+
+
+def _bar(name, start, end, mass=1.0, radius=0.01, omega=(0.0, 0.0, 0.0), pivot=None, v_pivot=(0.0, 0.0, 0.0)):
+    """A slender bar from ``start`` to ``end`` (d1 along it), moving rigidly with angular velocity
+    ω about the point ``pivot`` that moves at ``v_pivot``."""
+    start, end = np.asarray(start, float), np.asarray(end, float)
+    axis = end - start
+    length = np.linalg.norm(axis)
+    d1 = axis / length
+    helper = np.eye(3)[np.argmin(np.abs(d1))]
+    d2 = np.cross(helper, d1)
+    d2 /= np.linalg.norm(d2)
+    R = np.column_stack([d1, d2, np.cross(d1, d2)])
+    centre = 0.5 * (start + end)
+    transverse = mass * (length**2 / 12 + radius**2 / 4)
+    omega = np.asarray(omega, float)
+    pivot = start if pivot is None else np.asarray(pivot, float)
+    return RigidBody(name, mass=mass, inertia=(0.5 * mass * radius**2, transverse, transverse), position=centre,
+                     orientation=R, angular_velocity=omega, velocity=np.asarray(v_pivot) + np.cross(omega, centre - pivot))
+
+
+def double_four_bar(crank_speed=1.0, g=(0.0, -G, 0.0)) -> System:
+    """P7: five bars (mass 1, length 1) in the x–y plane: three parallel cranks on ground pivots at
+    x = 0, 1, 2 and two couplers joining their tips, all revolute about e3. In 3-D the two planar
+    loops make 6 of the 65 constraint equations redundant; the mechanism has 1 degree of freedom.
+    Initial state: cranks hanging down (−y), turning at ``crank_speed`` rad/s. (Raised to the
+    horizontal the parallelograms would be collinear: a change point where the Jacobian is
+    singular; speed 1 cannot get there against gravity.)"""
+    w = np.array([0.0, 0.0, crank_speed])
+    tip_velocity = np.cross(w, [0.0, -1.0, 0.0])
+    cranks = [_bar(f"crank{i}", [i, 0.0, 0.0], [i, -1.0, 0.0], omega=w) for i in range(3)]
+    couplers = [_bar(f"coupler{i}", [i, -1.0, 0.0], [i + 1, -1.0, 0.0], v_pivot=tip_velocity) for i in range(2)]
+    ez = [0.0, 0.0, 1.0]
+    joints = [Revolute(ground, c, at=[i, 0.0, 0.0], axis=ez, name=f"ground-crank{i}") for i, c in enumerate(cranks)]
+    for i, c in enumerate(couplers):
+        joints += [Revolute(cranks[i], c, at=[i, -1.0, 0.0], axis=ez, name=f"crank{i}-coupler{i}"),
+                   Revolute(cranks[i + 1], c, at=[i + 1, -1.0, 0.0], axis=ez, name=f"crank{i + 1}-coupler{i}")]
+    return System([*cranks, *couplers, *joints, Gravity(g)])
+
+
+def double_pendulum(spin=2.0) -> System:
+    """Two bars: the upper hangs from the ground by a spherical joint at the origin, the lower is
+    hinged to its end by a revolute joint (axis ⟂ both bars). Starts tilted and spinning about e3
+    at ``spin`` rad/s, so the motion is fully spatial."""
+    w = np.array([0.0, 0.0, spin])
+    top, elbow, foot = np.zeros(3), np.array([0.6, 0.0, -0.8]), np.array([0.6, 0.8, -0.8])
+    upper = _bar("upper", top, elbow, omega=w)
+    lower = _bar("lower", elbow, foot, omega=w, pivot=top)
+    hinge_axis = np.cross(elbow - top, foot - elbow)
+    return System([upper, lower, Spherical(ground, upper, at=top, name="shoulder"),
+                   Revolute(upper, lower, at=elbow, axis=hinge_axis, name="elbow"), Gravity()])
+
+
+def slider_crank(crank_speed=5.0, motor=None) -> System:
+    """Spatial slider-crank (a closed loop, 1 degree of freedom): crank (revolute to ground about
+    e3, length 0.2), connecting rod (spherical joint at the crank pin, universal joint at the slider,
+    length 0.6), slider (prismatic along e1 on the line y = 0.1, z = 0.3). ``motor(t, θ, θ')`` drives
+    the crank. Initial velocities follow from the crank speed through the loop's kinematics."""
+    w = np.array([0.0, 0.0, crank_speed])
+    pin = np.array([0.2, 0.0, 0.0])
+    slider_x0 = np.array([0.2 + np.sqrt(0.36 - 0.1), 0.1, 0.3])
+    rod_dir = (slider_x0 - pin) / 0.6
+    u_rod = np.cross(rod_dir, [0.0, 0.0, 1.0])
+    u_rod /= np.linalg.norm(u_rod)
+    # velocities: v_pin = v_s e1 + (a u + b e3) × (pin − slider), solved for (v_s, a, b)
+    v_pin = np.cross(w, pin)
+    r = pin - slider_x0
+    A = np.column_stack([[1.0, 0.0, 0.0], np.cross(u_rod, r), np.cross([0.0, 0.0, 1.0], r)])
+    v_s, a, b = np.linalg.solve(A, v_pin)
+    crank = _bar("crank", [0.0, 0.0, 0.0], pin, omega=w)
+    rod = _bar("rod", slider_x0, pin, omega=a * u_rod + b * np.array([0.0, 0.0, 1.0]), v_pivot=[v_s, 0.0, 0.0])
+    slider = RigidBody("slider", mass=0.5, inertia=(1e-3, 1e-3, 1e-3), position=slider_x0, velocity=[v_s, 0.0, 0.0])
+    crank_joint = Revolute(ground, crank, at=[0.0, 0.0, 0.0], axis=[0.0, 0.0, 1.0], name="crank bearing")
+    elements = [crank, rod, slider, crank_joint,
+                Spherical(crank, rod, at=pin, name="crank pin"),
+                Universal(rod, slider, at=slider_x0, axes=(u_rod, [0.0, 0.0, 1.0]), name="slider pin"),
+                Prismatic(ground, slider, at=slider_x0, axis=[1.0, 0.0, 0.0], name="guide"), Gravity()]
+    if motor is not None:
+        elements.append(JointMotor(crank_joint, motor, name="crank motor"))
+    return System(elements)

@@ -156,6 +156,10 @@ _node_diagnostics = jax.jit(node_diagnostics)
 def _failure(n, t, h, newton, history, solution):
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
+    if finite and np.min(history) <= 1e-12 * max(history[0], 1.0):
+        what += (" although the residual reached round-off: the Newton matrix is (nearly) singular, e.g. a "
+                 "kinematic singularity (a mechanism at a change point, aligned axes) or constraints that "
+                 "became dependent")
     hist = ", ".join(f"{r:.2e}" for r in history)
     return ConvergenceError(
         f"step {n} (t = {t:.6g} s -> {t + h:.6g} s): Newton {what}; residual history [{hist}]. "

@@ -181,8 +181,10 @@ class Solution:
             f"(backend {s.get('backend', '?')}, {self.layout['degrees_of_freedom']} degrees of freedom)",
             f"  energy drift        max |E - E0|/|E0| = {np.max(np.abs(E - E[0])) / scale(E):.2e}"
             + (f"   energy balance E - E0 - (W - D): {balance:.2e}" if self.work.size or self.dissipation.size else ""),
-            f"  angular momentum    max |J - J0|/|J0| = {np.max(np.abs(J - J[0])) / scale(J):.2e}"
-            "  (a drift only where no external moment acts)",
+            (f"  angular momentum    max |J - J0|/|J0| = {np.max(np.abs(J - J[0])) / scale(J):.2e}"
+             if np.max(np.abs(J[0])) > 0 else
+             f"  angular momentum    max |J - J0|      = {np.max(np.abs(J - J[0])):.2e} kg m²/s")
+            + "  (a drift only where no external moment acts)",
             f"  linear momentum     max |L - L0|      = {np.max(np.abs(L - L[0])):.2e} kg m/s"
             "  (a drift only where no external force acts)",
             f"  constraint residual max |g|           = {np.max(self.constraint_residual):.2e}",

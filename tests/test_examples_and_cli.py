@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("script, outputs", [
     ("heavy_top.py", ["heavy_top.png"]),
     ("free_body.py", ["free_body.png", "free_body_flip.png"]),
+    ("mechanisms.py", ["mechanisms_pendulum.png", "mechanisms_four_bar.png", "mechanisms_double_pendulum.png",
+                       "mechanisms_slider_crank.png"]),
 ])
 def test_example_runs_and_writes_plots(script, outputs, tmp_path):
     run = subprocess.run([sys.executable, str(ROOT / "examples" / script)], cwd=tmp_path,

@@ -22,6 +22,7 @@ Families (Q is the extended block array (m, 3) of :mod:`conserve.kinematics.fram
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -205,12 +206,14 @@ class UserPotential:
 # --- applied loads -----------------------------------------------------------------------
 
 
-class BodyState(dict):
-    """Midpoint state of a loaded part handed to user load functions (a dict with attribute
-    access): position (3,) m, velocity (3,) m/s, rotation (3, 3), angular_velocity (3,) rad/s
-    (inertial)."""
+class BodyState(NamedTuple):
+    """Midpoint state of a loaded part handed to user load functions: position (3,) m,
+    velocity (3,) m/s, rotation (3, 3), angular_velocity (3,) rad/s (inertial)."""
 
-    __getattr__ = dict.__getitem__
+    position: jax.Array
+    velocity: jax.Array
+    rotation: jax.Array
+    angular_velocity: jax.Array
 
 
 @dataclass(frozen=True)

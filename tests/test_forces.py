@@ -1,0 +1,135 @@
+"""Every force element: exact discrete energy balance E_{n+1} − E_n = W_n − D_n, dampers never
+add energy, and momentum is conserved where the element is internal or symmetric."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import relative_drift
+
+import conserve as cs
+
+X_HINGE, AXIS = np.array([0.6, 0.0, 0.0]), np.array([0.0, 0.3, 1.0]) / np.hypot(0.3, 1.0)
+
+
+def pair(relative_rate=6.0, b_position=(1.2, 0.1, 0.0)):
+    """Body b moving relative to a at `relative_rate` about AXIS through X_HINGE, a tumbling."""
+    wa, va = np.array([0.3, -0.2, 0.5]), np.array([0.1, 0.0, -0.05])
+    a = cs.RigidBody("a", 3.0, (0.4, 0.5, 0.6), velocity=va, angular_velocity=wa)
+    wb = wa + relative_rate * AXIS
+    xb = np.array(b_position)
+    vb = va + np.cross(wa, X_HINGE) + np.cross(wb, xb - X_HINGE)
+    b = cs.RigidBody("b", 1.0, (0.1, 0.2, 0.25), position=xb, euler=("XYZ", (0.2, -0.1, 0.3)),
+                     velocity=vb, angular_velocity=wb)
+    return a, b
+
+
+def check_balance(sol, rtol=1e-10):
+    scale = np.max(np.abs(sol.energy.total)) + np.max(np.abs(sol.energy.kinetic))
+    step_error = np.diff(sol.energy.total) - (sol.work.sum(axis=1) - sol.dissipation.sum(axis=1))
+    assert np.max(np.abs(step_error)) <= 1e-13 * scale * 10  # per step: round-off
+    assert np.max(np.abs(sol.energy_balance_error)) <= rtol * scale
+    assert np.all(sol.dissipation >= 0.0)
+
+
+def check_momenta(sol):
+    J, L = sol.angular_momentum, sol.linear_momentum
+    assert np.max(np.abs(J - J[0])) <= 1e-10 * np.linalg.norm(J[0])
+    assert np.max(np.abs(L - L[0])) <= 1e-10 * np.linalg.norm(L[0])
+
+
+def test_rotational_spring_damper_winds_past_pi():
+    a, b = pair(relative_rate=25.0, b_position=X_HINGE + 0.3 * AXIS)  # b spins about its own axis
+    hinge = cs.Revolute(a, b, at=X_HINGE, axis=AXIS, name="hinge")
+    spring = cs.JointSpringDamper(hinge, stiffness=0.05, damping=0.002, name="torsion")
+    sol = cs.simulate(cs.System([a, b, hinge, spring]), t_end=4.0, dt=5e-3)
+    angle = sol.coordinates["torsion"]
+    assert np.max(np.abs(angle)) > 6 * np.pi  # several turns: the energy knows the winding
+    check_balance(sol)
+    check_momenta(sol)
+    D = sol.dissipation_by_element["torsion"]
+    assert D.sum() > 1e-3 * sol.energy.total[0]  # the damper really works
+    # energy never increases for a passive system
+    assert np.all(np.diff(sol.energy.total) <= 1e-13 * sol.energy.total[0])
+
+
+def test_revolute_motor_is_internal():
+    a, b = pair()
+    hinge = cs.Revolute(a, b, at=X_HINGE, axis=AXIS, name="hinge")
+    motor = cs.JointMotor(hinge, lambda t, s, sd: 0.5 * jnp.sin(3 * t) - 0.05 * sd, name="motor")
+    sol = cs.simulate(cs.System([a, b, hinge, motor]), t_end=3.0, dt=5e-3)
+    W = sol.work_by_element["motor"]
+    assert np.abs(W).sum() > 1e-2 * sol.energy.total[0]
+    check_balance(sol)
+    check_momenta(sol)
+
+
+def test_prismatic_motor_and_spring():
+    a, b = pair(relative_rate=0.0, b_position=(1.0, 0.0, 0.0))
+    b.velocity = b.velocity + 0.4 * AXIS  # sliding along the axis
+    slider = cs.Prismatic(a, b, at=X_HINGE, axis=AXIS, name="slider")
+    push = cs.JointMotor(slider, lambda t, s, sd: 2.0 * jnp.cos(2 * t), name="push")
+    spring = cs.JointSpringDamper(slider, stiffness=5.0, damping=0.3, name="spring")
+    sol = cs.simulate(cs.System([a, b, slider, push, spring]), t_end=3.0, dt=5e-3)
+    assert np.ptp(sol.coordinates["push"]) > 0.05
+    np.testing.assert_array_equal(sol.coordinates["push"], sol.coordinates["spring"])
+    check_balance(sol)
+    check_momenta(sol)
+
+
+def test_translational_spring_damper_between_free_bodies():
+    a, b = pair(relative_rate=2.0)
+    spring = cs.SpringDamper(a, b, points=([0.2, 0.1, 0.0], [1.3, 0.2, 0.1]), stiffness=40.0, damping=0.5,
+                             rest_length=0.8, name="spring")
+    sol = cs.simulate(cs.System([a, b, spring]), t_end=3.0, dt=2e-3)
+    assert np.ptp(sol.coordinates["spring"]) > 0.05
+    check_balance(sol)
+    check_momenta(sol)
+
+
+def test_point_force_and_torque_do_their_discrete_work():
+    body = cs.RigidBody("body", 2.0, (0.3, 0.4, 0.5), angular_velocity=(1.0, 2.0, 0.5))
+    push = cs.Force(body, force=lambda t: jnp.array([jnp.sin(t), 0.0, 1.0]), at_body=(0.1, 0.2, 0.0),
+                    frame="body", name="push")
+    brake = cs.Torque(body, lambda t, s: -0.1 * s.angular_velocity, name="brake")
+    sol = cs.simulate(cs.System([body, push, brake]), t_end=4.0, dt=1e-2)
+    check_balance(sol)
+    assert sol.work_by_element["brake"].sum() < 0 < sol.work_by_element["push"].sum()
+    # the linear momentum changes by the impulse of the force: ΔL = Σ h F̄ (force in body axes)
+    assert np.linalg.norm(sol.linear_momentum[-1]) > 0.5
+
+
+def test_central_gravity_keeps_the_orbit_integrals():
+    sat = cs.RigidBody("sat", 1.0, (0.1, 0.2, 0.25), position=(1.0, 0.0, 0.0), velocity=(0.0, 1.1, 0.1),
+                       angular_velocity=(0.5, 0.1, 2.0))
+    sol = cs.simulate(cs.System([sat, cs.CentralGravity(mu=1.0)]), t_end=20.0, dt=1e-2)
+    assert relative_drift(sol.energy.total) <= 1e-10
+    J = sol.angular_momentum
+    assert np.max(np.abs(J - J[0])) <= 1e-10 * np.linalg.norm(J[0])
+    r = np.linalg.norm(sol["sat"].position, axis=1)
+    assert np.ptp(r) > 0.1  # an eccentric orbit, not a circle
+
+
+def test_user_potential_from_invariants_conserves_momentum():
+    a, b = pair(relative_rate=1.0)
+    tether = cs.Potential([a, b], invariants=lambda fa, fb: jnp.sum((fa.point([0.2, 0, 0]) - fb.point([0, 0.1, 0])) ** 2),
+                          energy=lambda pi: 10.0 * (jnp.sqrt(pi[0]) - 0.7) ** 2, name="tether")
+    sol = cs.simulate(cs.System([a, b, tether]), t_end=3.0, dt=5e-3)
+    assert relative_drift(sol.energy.total) <= 1e-10
+    check_momenta(sol)
+    assert np.ptp(sol.energy.potential) > 1e-3
+
+
+@pytest.mark.parametrize("with_invariants", [False, True])
+def test_user_constraint_keeps_energy(with_invariants):
+    """A bead on a sphere of radius 1 written as a non-quadratic constraint."""
+    bead = cs.PointMass("bead", 1.0, position=(1.0, 0.0, 0.0), velocity=(0.0, 1.0, 0.5))
+    if with_invariants:  # g = √π − 1 with π = |x|²: energy and momentum about the origin exact
+        sphere = cs.Constraint([bead], residual=lambda pi: jnp.sqrt(pi[0]) - 1.0, rows=1,
+                               invariants=lambda f: jnp.sum(f.position**2), name="sphere")
+    else:  # g = |x|⁴ − 1, discrete gradient in the coordinates: energy exact
+        sphere = cs.Constraint([bead], residual=lambda f: jnp.sum(f.position**2) ** 2 - 1.0, rows=1, name="sphere")
+    sol = cs.simulate(cs.System([bead, sphere, cs.Gravity()]), t_end=3.0, dt=1e-2)
+    assert relative_drift(sol.energy.total) <= 1e-10
+    assert np.max(sol.constraint_residual) <= 1e-10
+    if with_invariants:
+        assert relative_drift(sol.angular_momentum[:, 2]) <= 1e-10
