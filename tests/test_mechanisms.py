@@ -1,7 +1,6 @@
 """Mechanisms from the catalogue: P6 Thompson's pendulum against its reduced equation, P7 the
 double four-bar with redundant constraints, a spatial double pendulum and a slider-crank loop."""
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import fitted_order, relative_drift

@@ -13,7 +13,7 @@ import inspect
 import numpy as np
 
 from ..errors import ModelError
-from .bodies import Ground, Part, PointMass, RigidBody
+from .bodies import Ground, PointMass, RigidBody
 from .coordinates import CoordinateElement, Length
 from .joints import Joint
 from .terms import CentralGravity as CentralGravityKind
