@@ -10,7 +10,8 @@ from .errors import (ConvergenceError, InconsistentInitialState, InvalidInertia,
                      InvalidOrientation, ModelError, SimulationError)
 from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Force, Gravity, JointMotor,
                     JointSpringDamper, Parallel, Perpendicular, Planar, PointMass, Potential, Prismatic,
-                    Revolute, RigidBody, Spherical, SpringDamper, System, Torque, Universal, ground)
+                    Revolute, RigidBody, Rope, Rotor, RotorState, Spherical, SpringDamper, System, Torque,
+                    Universal, ground)
 from .simulate import simulate
 from .solution import Solution
 
@@ -20,6 +21,7 @@ __all__ = [
     "Newton", "ConvergenceError", "InconsistentInitialState", "InvalidInertia", "InvalidMass",
     "InvalidOrientation", "ModelError", "SimulationError", "CentralGravity", "Constraint", "Cylindrical",
     "Distance", "Fixed", "Force", "Gravity", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular",
-    "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Spherical", "SpringDamper",
+    "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "RotorState",
+    "Spherical", "SpringDamper",
     "System", "Torque", "Universal", "ground", "simulate", "Solution",
 ]

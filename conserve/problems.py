@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from .model import (Gravity, JointMotor, JointSpringDamper, Prismatic, Revolute, RigidBody, Spherical, System,
-                    Universal, ground)
+from .model import (Gravity, JointMotor, JointSpringDamper, Prismatic, Revolute, RigidBody, Rotor, Spherical,
+                    System, Universal, ground)
 
 G = 9.81
 
@@ -209,3 +210,21 @@ def slider_crank(crank_speed=5.0, motor=None) -> System:
     if motor is not None:
         elements.append(JointMotor(crank_joint, motor, name="crank motor"))
     return System(elements)
+
+
+def spacecraft(model="hybrid", motors=True, spin_rates=(200.0, -150.0, 100.0), wheel_axial=0.02,
+               wheel_transverse=0.012, wheel_mass=2.0, core_mass=100.0, core_inertia=(10.0, 15.0, 20.0),
+               core_rate=(0.1, -0.05, 0.2), torque=0.05) -> System:
+    """P3: a core body with three balanced reaction wheels on its principal axes d1, d2, d3, centres
+    at 0.5 d_i; wheel spin rates relative to the core in rad/s; no gravity. With ``motors`` (P3a)
+    wheel i gets τ_i(t) = torque · sin(2πt/5 + i) (reaction on the core); without (P3b) it is a
+    torque-free gyrostat. ``model``: "hybrid" (one spin angle per wheel) or "body"
+    (12 coordinates and a revolute joint per wheel). P4 uses the same layout with other data."""
+    core = RigidBody("core", mass=core_mass, inertia=core_inertia, angular_velocity=core_rate, frame="body")
+    wheels = []
+    for i, (axis, rate) in enumerate(zip(np.eye(3), spin_rates)):
+        law = (lambda t, rotor, i=i: torque * jnp.sin(2 * jnp.pi * t / 5 + i)) if motors else None
+        wheels.append(Rotor(f"wheel{i}", on=core, axis=axis, offset=0.5 * axis, mass=wheel_mass,
+                            axial_inertia=wheel_axial, transverse_inertia=wheel_transverse, spin_rate=rate,
+                            motor=law, model=model))
+    return System([core, *wheels])

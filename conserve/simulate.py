@@ -134,14 +134,15 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         n, failed = int(n_new), bool(failed)
     run_time = time.perf_counter() - tic
 
-    q, v, s = (np.concatenate(x) for x in zip(*nodes))
+    q, v, s, p, theta = (np.concatenate(x) for x in zip(*nodes))
     lams, iters, work, dissipation = (np.concatenate(x) for x in zip(*per_step))
     diagnostics = {k: np.concatenate([d[k] for d in diags]) for k in diags[0]}
     stats = {"backend": backend, "steps": n, "compile_time": compile_time, "run_time": run_time,
-             "time_per_step": run_time / max(n, 1), "newton_tol": newton.tol}
+             "time_per_step": run_time / max(n, 1), "newton_tol": newton.tol,
+             "unknowns": int(sum(np.size(a) for a in (state.q, lam, state.p, state.theta)))}
     multipliers = np.zeros((n, len(layout.constraint_rows)))
     multipliers[:, np.asarray(model.constraint_keep)] = lams * (2.0 / dt**2)
-    solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, multipliers=multipliers,
+    solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
                         newton_iterations=iters, work=work, dissipation=dissipation,
                         layout=layout_record(layout), diagnostics=diagnostics, stats=stats)
     if failed:

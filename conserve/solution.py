@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -23,17 +24,24 @@ FORMAT_VERSION = 1
 def node_diagnostics(model: Model, state: State):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s) and
     max-norm residual of *all* constraint rows (dropped redundant ones included) at one node."""
-    g = model.all_constraints(state.q)
-    return {"kinetic_energy": model.kinetic_energy(state.v), "potential_energy": model.potential_energy(state.q, state.s),
-            "linear_momentum": model.linear_momentum(state.v), "angular_momentum": model.angular_momentum(state.q, state.v),
-            "constraint_residual": jnp.max(jnp.abs(g)) if g.size else jnp.zeros((), state.q.dtype)}
+    g = model.all_constraints(state.q, state.theta)
+    return {"kinetic_energy": model.kinetic_energy(state.v, state.p),
+            "potential_energy": model.potential_energy(state.q, state.s),
+            "linear_momentum": model.linear_momentum(state.v),
+            "angular_momentum": model.angular_momentum(state.q, state.v, state.p),
+            "constraint_residual": jnp.max(jnp.abs(g)) if g.size else jnp.zeros((), state.q.dtype),
+            "rotor_rate": model.rotor_relative_rates(state.q, state.v, state.p)}
 
 
 def layout_record(layout):
     """The plain-data part of a Layout that a Solution keeps (and saves)."""
     return {"parts": layout.describe(), "constraint_rows": [list(r) for r in layout.constraint_rows],
             "dropped_rows": list(layout.dropped_rows), "coordinate_names": list(layout.coordinate_names),
-            "work_names": list(layout.work_names), "degrees_of_freedom": layout.degrees_of_freedom}
+            "work_names": list(layout.work_names), "dissipation_names": list(layout.dissipation_names),
+            "rotors": [r.name for r in layout.rotors],
+            "body_rotors": {r.name: (r.master.name, r.axis.tolist()) for r in layout.body_rotors},
+            "body_rotor_axial_inertia": {r.name: r.axial_inertia for r in layout.body_rotors},
+            "degrees_of_freedom": layout.degrees_of_freedom}
 
 
 class PartView:
@@ -74,6 +82,15 @@ class PartView:
         return np.einsum("nji,nj->ni", self.rotation, self.angular_velocity)
 
 
+class RotorView(NamedTuple):
+    """Histories of one rotor (N+1,): spin ``angle`` and ``rate`` relative to its master (rad,
+    rad/s) and axial angular ``momentum`` J_a (ω·a) (kg m²/s)."""
+
+    angle: np.ndarray
+    rate: np.ndarray
+    momentum: np.ndarray
+
+
 @dataclass
 class Solution:
     """Result of :func:`conserve.simulate`.
@@ -83,6 +100,7 @@ class Solution:
     t : (N+1,) s
     q, v : (N+1, n_q) coordinates and velocities (director layout, see ``parts``)
     s : (N+1, n_s) joint coordinates of spring-damper-motor elements (``coordinates``)
+    p, theta : (N+1, n_r) axial angular momenta (kg m²/s) and spin angles (rad) of hybrid rotors
     multipliers : (N, n_rows) Lagrange multipliers λ_{n+½} of each step (N for a spherical joint:
         the force on its second part; 0 for dropped redundant rows), rows named by ``constraint_rows``
     newton_iterations : (N,) iterations per step
@@ -97,6 +115,8 @@ class Solution:
     q: np.ndarray
     v: np.ndarray
     s: np.ndarray
+    p: np.ndarray
+    theta: np.ndarray
     multipliers: np.ndarray
     newton_iterations: np.ndarray
     work: np.ndarray
@@ -105,7 +125,7 @@ class Solution:
     diagnostics: dict
     stats: dict = field(default_factory=dict)
 
-    _arrays = ("t", "q", "v", "s", "multipliers", "newton_iterations", "work", "dissipation")
+    _arrays = ("t", "q", "v", "s", "p", "theta", "multipliers", "newton_iterations", "work", "dissipation")
 
     def __len__(self):
         return self.t.shape[0]
@@ -132,8 +152,24 @@ class Solution:
 
     @property
     def dissipation_by_element(self):
-        """{name: (N,) energy removed per step} of joint dampers, J."""
-        return dict(zip(self.layout["coordinate_names"], self.dissipation.T))
+        """{name: (N,) energy removed per step} of joint dampers and rotor bearings, J."""
+        return dict(zip(self.layout["dissipation_names"], self.dissipation.T))
+
+    def rotor(self, name) -> RotorView:
+        """Spin angle, relative rate and axial momentum of a rotor, for either rotor model."""
+        rotors, bodies = self.layout["rotors"], self.layout["body_rotors"]
+        if name in rotors:
+            i = rotors.index(name)
+            return RotorView(self.theta[:, i], self.diagnostics["rotor_rate"][:, i], self.p[:, i])
+        if name in bodies:
+            master_name, axis = bodies[name]
+            body, master = self[name], self[master_name]
+            a = body.rotation @ np.asarray(axis)  # the spin axis, fixed in both (revolute)
+            w_body = np.einsum("ni,ni->n", body.angular_velocity, a)
+            J_axial = self.layout["body_rotor_axial_inertia"][name]
+            return RotorView(self.coordinates[f"{name} bearing"],
+                             w_body - np.einsum("ni,ni->n", master.angular_velocity, a), J_axial * w_body)
+        raise KeyError(f"no rotor named {name!r}; rotors: {sorted(list(rotors) + list(bodies))}.")
 
     @property
     def energy_balance_error(self):

@@ -64,6 +64,16 @@ def predictor(model: Model, state: State, h):
 def step(model: Model, state: State, lam, t, h, newton):
     """One EM step t_n -> t_{n+1} = t_n + h.
 
+    Unknowns x = (Δq, λ̃, Δp, Δθ): with hybrid rotors (rotor-scheme.md §4) also the increments of
+    their axial momenta and spin angles,
+
+        R1 = (h/2)[M'(v_{n+1} − v_n) + Σ_k (p̄_k A_k Δq + Δp_k r_k) + h f] + Ḡ_qᵀ λ̃
+        R2 = g(q_{n+1}, θ_{n+1})
+        R3 = Δp − h τ(t_{n+½}) + (2/h) Ḡ_θᵀ λ̃        (τ: motor minus bearing friction)
+        R4 = Δθ − h p̄/J_a + r·Δq
+
+    so that E_{n+1} − E_n = Σ τ Δθ + (work of other loads) − (dissipation) and ΔJ = 0 exactly.
+
     Parameters
     ----------
     state : State at t_n
@@ -79,19 +89,34 @@ def step(model: Model, state: State, lam, t, h, newton):
     info : StepInfo
     """
     q0, v0 = state.q, state.v
-    nq = q0.shape[0]
+    nq, nc, nr = q0.shape[0], lam.shape[0], state.p.shape[0]
+    split = lambda x: (x[:nq], x[nq:nq + nc], x[nq + nc:nq + nc + nr], x[nq + nc + nr:])  # noqa: E731
 
     def residual(x):
-        dq, lam_ = x[:nq], x[nq:]
-        q1 = q0 + dq
+        dq, lam_, dp, dtheta = split(x)
+        q1, theta1 = q0 + dq, state.theta + dtheta
         v1 = 2.0 * dq / h - v0
         f = model.discrete_forces(t, h, state, q1)[0]
-        r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + model.constraint_force(q0, q1, lam_)
-        return jnp.concatenate([r1, model.constraints(q1)])
+        gq, gtheta = model.constraint_force(q0, q1, state.theta, theta1, lam_)
+        r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + gq
+        if not nr:  # no hybrid rotors: the plain step of DESIGN §6
+            return jnp.concatenate([r1, model.constraints(q1, theta1)])
+        rotor_force, r_dq, tau, _, _ = model.rotor_step(t, h, state, q1, dp, dtheta)
+        r3 = dp - h * tau + (2.0 / h) * gtheta
+        r4 = dtheta - h * (state.p + 0.5 * dp) / model.rotor_params["axial_inertia"] + r_dq
+        return jnp.concatenate([r1 + 0.5 * h * rotor_force, model.constraints(q1, theta1), r3, r4])
 
-    x0 = jnp.concatenate([predictor(model, state, h), lam])
+    rates = model.rotor_relative_rates(q0, v0, state.p)
+    x0 = jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(nr), h * rates])
     x, iterations, converged, history = newton_solve(residual, x0, newton, jnp.max(jnp.abs(q0)))
-    dq = x[:nq]
+    dq, lam1, dp, dtheta = split(x)
     q1 = q0 + dq
     _, s1, work, dissipation = model.discrete_forces(t, h, state, q1)
-    return State(q1, 2.0 * dq / h - v0, s1), x[nq:], StepInfo(iterations, converged, history, work, dissipation)
+    if nr:
+        _, _, _, rotor_work, rotor_dissipation = model.rotor_step(t, h, state, q1, dp, dtheta)
+    else:
+        rotor_work = rotor_dissipation = jnp.zeros((0,), q0.dtype)
+    new = State(q1, 2.0 * dq / h - v0, s1, state.p + dp, state.theta + dtheta)
+    info = StepInfo(iterations, converged, history, jnp.concatenate([work, rotor_work]),
+                    jnp.concatenate([dissipation, rotor_dissipation]))
+    return new, lam1, info

@@ -4,6 +4,7 @@ from .assembled import Energy, Model, State
 from .bodies import Ground, PointMass, RigidBody, ground
 from .custom import Constraint, Potential
 from .forces import CentralGravity, Force, Gravity, JointMotor, JointSpringDamper, SpringDamper, Torque
+from .rotors import Rope, Rotor, RotorState
 from .joints import (Cylindrical, Distance, Fixed, Parallel, Perpendicular, Planar, Prismatic, Revolute,
                      Spherical, Universal)
 from .system import Assembly, Layout, System
@@ -11,4 +12,4 @@ from .system import Assembly, Layout, System
 __all__ = ["Energy", "Model", "State", "Ground", "PointMass", "RigidBody", "ground", "Constraint",
            "Potential", "CentralGravity", "Force", "Gravity", "JointMotor", "JointSpringDamper",
            "SpringDamper", "Torque", "Cylindrical", "Distance", "Fixed", "Parallel", "Perpendicular",
-           "Planar", "Prismatic", "Revolute", "Spherical", "Universal", "Assembly", "Layout", "System"]
+           "Planar", "Prismatic", "Revolute", "Spherical", "Universal", "Rope", "Rotor", "RotorState", "Assembly", "Layout", "System"]

@@ -17,17 +17,29 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..discrete.gradient import discrete_gradient
 from ..kinematics.frames import GROUND_BLOCKS
+from .terms import BodyState, Configuration, RotorState, midpoint_state
 
 
 class State(NamedTuple):
-    """The state at one time node: coordinates q (n_q,), velocities v (n_q,), joint coordinates s (n_s,)."""
+    """The state at one time node: coordinates q (n_q,), velocities v (n_q,), joint coordinates
+    s (n_s,), and per hybrid rotor its axial angular momentum p (n_r,) in kg m²/s and spin angle
+    theta (n_r,) in rad relative to its master."""
 
     q: jax.Array
     v: jax.Array
     s: jax.Array
+    p: jax.Array
+    theta: jax.Array
+
+
+#: Levi-Civita symbol ε_ijk.
+EPS = np.zeros((3, 3, 3))
+EPS[0, 1, 2] = EPS[1, 2, 0] = EPS[2, 0, 1] = 1.0
+EPS[0, 2, 1] = EPS[2, 1, 0] = EPS[1, 0, 2] = -1.0
 
 
 class Energy(NamedTuple):
@@ -45,8 +57,8 @@ def _n_elements(params):
 @partial(
     jax.tree_util.register_dataclass,
     data_fields=["mu", "translational", "rigid_frames", "constraint_params", "constraint_keep",
-                 "potential_params", "coordinate_params", "load_params"],
-    meta_fields=["constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds"],
+                 "potential_params", "coordinate_params", "load_params", "rotor_params"],
+    meta_fields=["constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws"],
 )
 @dataclass(frozen=True)
 class Model:
@@ -59,6 +71,9 @@ class Model:
     rigid_frames : (n_rigid, 4) block indices (φ, d1, d2, d3) of the rigid bodies
     constraint_keep : (n_c,) rows of g kept in the step (redundant rows dropped at assembly)
     *_params, *_kinds : per kind, the stacked parameters and the kind (static)
+    rotor_params : hybrid rotors: ``frame`` (n_r, 4) of the master, ``axis`` (n_r, 3) body-fixed unit
+        axis a, ``axial_inertia`` J_a (n_r,), ``friction`` c (n_r,)
+    rotor_laws : (static) per rotor its motor law or None
     """
 
     mu: jax.Array
@@ -73,6 +88,8 @@ class Model:
     potential_kinds: tuple
     coordinate_kinds: tuple
     load_kinds: tuple
+    rotor_params: dict
+    rotor_laws: tuple
 
     @property
     def n_coordinates(self):
@@ -88,17 +105,78 @@ class Model:
         """M v, (n_q,)."""
         return (self.mu @ v.reshape(-1, 3)).ravel()
 
-    def kinetic_energy(self, v):
-        """T = ½ vᵀ M v in J."""
-        return 0.5 * v @ self.mass_times(v)
+    def kinetic_energy(self, v, p):
+        """T = ½ vᵀ M' v + Σ_k p_k² / (2 J_a,k) in J (rotor-scheme.md §4)."""
+        return 0.5 * v @ self.mass_times(v) + jnp.sum(0.5 * p**2 / self.rotor_params["axial_inertia"])
 
     def linear_momentum(self, v):
         """L = Σ_a t_a (M v)_a over translational blocks a, in kg m/s (3,)."""
         return self.translational @ self.mass_times(v).reshape(-1, 3)
 
-    def angular_momentum(self, q, v):
-        """J = Σ_a q_a × (M v)_a about the origin, in kg m²/s (3,) (rotor-scheme.md §1)."""
-        return jnp.sum(jnp.cross(q.reshape(-1, 3), self.mass_times(v).reshape(-1, 3)), axis=0)
+    def angular_momentum(self, q, v, p):
+        """J = Σ_a q_a × (M' v)_a + Σ_k p_k ã_k(q) about the origin, in kg m²/s (3,)
+        (rotor-scheme.md §1, §4)."""
+        J = jnp.sum(jnp.cross(q.reshape(-1, 3), self.mass_times(v).reshape(-1, 3)), axis=0)
+        return J + p @ self.rotor_axes(q) if self.n_rotors else J
+
+    # --- hybrid rotors (rotor-scheme.md §4) -----------------------------------------------
+    @property
+    def n_rotors(self):
+        return self.rotor_params["axial_inertia"].shape[0]
+
+    def _master_directors(self, q):
+        return q.reshape(-1, 3)[self.rotor_params["frame"][:, 1:]]  # (n_r, 3, 3), d_i in rows
+
+    def rotor_axes(self, q):
+        """ã_k(q) = Σ_j a_kj d_{j+1} × d_{j+2} (n_r, 3): quadratic, = the inertial spin axis on rotations."""
+        d = self._master_directors(q)
+        pairs = jnp.cross(d[:, :, None, :], d[:, None, :, :])  # d_k × d_l
+        return 0.5 * jnp.einsum("nj,jkl,nklc->nc", self.rotor_params["axis"], EPS, pairs)
+
+    def rotor_relative_rates(self, q, v, p):
+        """θ'_k = p_k / J_a,k − ω·a_k (n_r,) in rad/s, ω·a = ½ vᵀ A_k q."""
+        if not self.n_rotors:
+            return jnp.zeros((0,), q.dtype)
+        d, dv = self._master_directors(q), self._master_directors(v)
+        alpha = jnp.einsum("nk,kij->nij", self.rotor_params["axis"], EPS)
+        w = 0.5 * jnp.einsum("nij,nic,njc->n", alpha, dv, d)
+        return p / self.rotor_params["axial_inertia"] - w
+
+    def rotor_step(self, t, h, state, q1, dp, dtheta):
+        """Rotor terms of the step (rotor-scheme.md §4) for increments Δp, Δθ (n_r,).
+
+        Returns
+        -------
+        force : (n_q,) Σ_k [p̄_k A_k Δq + Δp_k r_k] (gyroscopic term and corrected reaction couple)
+        r_dq : (n_r,) r_k·Δq, with r_k = T(q_m)ᵀ m_k, S(q_m) m_k = ½ (ã_k(q_n) + ã_k(q_{n+1}))
+        tau : (n_r,) motor torque minus bearing friction c Δθ/h at t_{n+½}
+        work : (n_motors,) τ_motor Δθ;  dissipation : (n_r,) c Δθ²/h
+        """
+        rp = self.rotor_params
+        q0 = state.q
+        idx = rp["frame"][:, 1:]
+        d0, d1 = self._master_directors(q0), self._master_directors(q1)
+        dm, dd = 0.5 * (d0 + d1), d1 - d0
+        pbar = state.p + 0.5 * dp
+        alpha = jnp.einsum("nk,kij->nij", rp["axis"], EPS)
+        gyro = pbar[:, None, None] * jnp.einsum("nij,njc->nic", alpha, dd)
+        S = 0.5 * (jnp.sum(dm * dm, axis=(1, 2))[:, None, None] * jnp.eye(3) - jnp.einsum("nic,nid->ncd", dm, dm))
+        m = jnp.linalg.solve(S, 0.5 * (self.rotor_axes(q0) + self.rotor_axes(q1))[..., None])[..., 0]
+        r = 0.5 * jnp.cross(m[:, None, :], dm)  # (n_r, 3, 3): ½ m × d_i
+        force = jnp.zeros((q0.shape[0] // 3, 3), q0.dtype).at[idx].add(gyro + dp[:, None, None] * r).ravel()
+        r_dq = jnp.sum(r * dd, axis=(1, 2))
+        rate = dtheta / h
+        master = midpoint_state(q0.reshape(-1, 3), q1.reshape(-1, 3), rp["frame"], h)
+        motor = []
+        for k, law in enumerate(self.rotor_laws):
+            if law is not None:
+                rotor = RotorState(state.theta[k] + 0.5 * dtheta[k], rate[k], BodyState(*(x[k] for x in master)))
+                motor.append((k, law(t + 0.5 * h, rotor)))
+        tau_motor = jnp.zeros_like(dp)
+        for k, tau_k in motor:
+            tau_motor = tau_motor.at[k].set(tau_k)
+        work = jnp.stack([tau_k * dtheta[k] for k, tau_k in motor]) if motor else jnp.zeros((0,), q0.dtype)
+        return force, r_dq, tau_motor - rp["friction"] * rate, work, rp["friction"] * rate * dtheta
 
     # --- constraints ------------------------------------------------------------------
     @property
@@ -106,22 +184,27 @@ class Model:
         """Number of constraint rows used in the step (after dropping redundant rows)."""
         return self.constraint_keep.shape[0]
 
-    def all_constraints(self, q):
-        """g(q) with every row, kind by kind, element-major within a kind (monitoring)."""
-        Q = self.blocks(q)
-        rows = [k.residual(p, Q).ravel() for k, p in zip(self.constraint_kinds, self.constraint_params)]
+    def configuration(self, q, theta):
+        """The :class:`Configuration` constraint kinds see: blocks and rotor spin angles."""
+        return Configuration(self.blocks(q), theta)
+
+    def all_constraints(self, q, theta):
+        """g(q, θ) with every row, kind by kind, element-major within a kind (monitoring)."""
+        C = self.configuration(q, theta)
+        rows = [k.residual(p, C).ravel() for k, p in zip(self.constraint_kinds, self.constraint_params)]
         return jnp.concatenate(rows) if rows else jnp.zeros((0,), q.dtype)
 
-    def constraints(self, q):
-        """g(q) restricted to the kept rows, (n_c,)."""
-        return self.all_constraints(q)[self.constraint_keep]
+    def constraints(self, q, theta):
+        """g(q, θ) restricted to the kept rows, (n_c,)."""
+        return self.all_constraints(q, theta)[self.constraint_keep]
 
-    def constraint_force(self, q0, q1, lam):
-        """Ḡ(q0, q1)ᵀ λ, (n_q,): G(q_{n+½})ᵀλ for quadratic kinds (exact discrete derivative),
-        the invariant-space discrete gradient of λ·outer(π) for kinds with ``outer``."""
+    def constraint_force(self, q0, q1, theta0, theta1, lam):
+        """(Ḡ_qᵀ λ (n_q,), Ḡ_θᵀ λ (n_r,)): G(q_{n+½}, θ_{n+½})ᵀλ for quadratic kinds (exact
+        discrete derivative), the invariant-space discrete gradient of λ·outer(π) for kinds with
+        ``outer``."""
         n_all = sum(len(k.rows) * _n_elements(p) for k, p in zip(self.constraint_kinds, self.constraint_params))
         lam_all = jnp.zeros(n_all, q0.dtype).at[self.constraint_keep].set(lam)
-        Q0, Q1 = self.blocks(q0), self.blocks(q1)
+        Q0, Q1 = self.configuration(q0, theta0), self.configuration(q1, theta1)
         cotangents, offset = [], 0
         for kind, p in zip(self.constraint_kinds, self.constraint_params):
             n, r = _n_elements(p), len(kind.rows)
@@ -133,14 +216,14 @@ class Model:
                 lk = jax.vmap(dg)(p, kind.invariants(p, Q0), kind.invariants(p, Q1), lk)
             cotangents.append(lk)
 
-        def fields(q):
-            Q = self.blocks(q)
-            return [k.invariants(p, Q) if hasattr(k, "outer") else k.residual(p, Q)
+        def fields(q, theta):
+            C = self.configuration(q, theta)
+            return [k.invariants(p, C) if hasattr(k, "outer") else k.residual(p, C)
                     for k, p in zip(self.constraint_kinds, self.constraint_params)]
 
         if not cotangents:
-            return jnp.zeros_like(q0)
-        return jax.vjp(fields, 0.5 * (q0 + q1))[1](cotangents)[0]
+            return jnp.zeros_like(q0), jnp.zeros_like(theta0)
+        return jax.vjp(fields, 0.5 * (q0 + q1), 0.5 * (theta0 + theta1))[1](cotangents)
 
     # --- joint coordinates (spring-damper-motor elements) -------------------------------
     def _coordinate_groups(self):
@@ -202,7 +285,8 @@ class Model:
             rate = ds / h
             w = p["stiffness"] * (s_mid - p["rest"]) + p["damping"] * rate
             if k.motor is not None:
-                tau = jax.vmap(k.motor, in_axes=(None, 0, 0))(tm, s_mid, rate)
+                a_state = midpoint_state(Q0, Q1, p["frame_a"], h)
+                tau = jax.vmap(k.motor, in_axes=(None, 0, 0, 0))(tm, s_mid, rate, a_state)
                 w = w - tau
                 work.append(tau * ds)
             invariants.append(k.geometry.invariants)

@@ -52,8 +52,8 @@ class Gravity:
         return self._parts or ()
 
     def terms(self, layout):
-        return [Term(UniformGravity, {"frame": layout.frame(p), "mass": p.mass, "g": self.g}, p.name)
-                for p in (self._parts or layout.parts)]
+        return [Term(UniformGravity, {"frame": frame, "at": at, "mass": mass, "g": self.g}, owner)
+                for frame, at, mass, owner in layout.masses(self._parts)]
 
     def __repr__(self):
         return f"Gravity({self.g.tolist()})"
@@ -75,8 +75,8 @@ class CentralGravity:
         return self._parts or ()
 
     def terms(self, layout):
-        return [Term(CentralGravityKind, {"frame": layout.frame(p), "mass": p.mass, "mu": self.mu}, p.name)
-                for p in (self._parts or layout.parts)]
+        return [Term(CentralGravityKind, {"frame": frame, "at": at, "mass": mass, "mu": self.mu}, owner)
+                for frame, at, mass, owner in layout.masses(self._parts)]
 
 
 def _load_function(name, what, value):
@@ -212,12 +212,22 @@ class JointSpringDamper(_OnJoint):
 
 
 class JointMotor(_OnJoint):
-    """Internal actuator on a joint coordinate: torque τ(t, θ, θ') in N m about a revolute axis
-    (on b, reaction on a) or force in N along a prismatic axis. ``law(t, s, s_dot)`` must be
+    """Internal actuator on a joint coordinate: torque τ in N m about a revolute axis (on b,
+    reaction on a) or force in N along a prismatic axis. ``law(t, s, s_dot)`` or
+    ``law(t, s, s_dot, a_state)`` (a_state: the :class:`BodyState` of part a) must be
     jax-traceable; it is evaluated at t_{n+½} with s_{n+½} and s' = Δs/h, and its discrete
     work τ Δs is reported per step."""
 
     def __init__(self, joint, law, *, coordinate=None, name=None):
         if not callable(law):
             raise ModelError(f"JointMotor on '{joint.name}': law must be a function (t, s, s_dot) -> torque.")
+        if len(inspect.signature(law).parameters) < 4:
+            law = _ignore_state(law)
         super().__init__(joint, coordinate, name or f"motor on {joint.name}", 0.0, 0.0, 0.0, law)
+
+
+def _ignore_state(law):
+    def with_state(t, s, s_dot, state):
+        return law(t, s, s_dot)
+
+    return with_state

@@ -19,6 +19,7 @@ import scipy.linalg
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .bodies import Ground, Part
+from .rotors import Rotor
 from .terms import stack_terms
 
 #: Largest accepted initial constraint residual, relative to 1 + max|q0| (m for joints, 1 for
@@ -41,17 +42,23 @@ class Layout:
     offsets : {name: first block index}
     constraint_rows : [(owner, equation)] for every row of g(q)
     dropped_rows : indices of redundant rows left out of the step
+    rotors : the hybrid rotors, in the order of p and θ in the state
+    body_rotors : rotors modelled as full bodies (``Rotor(..., model="body")``)
     coordinate_names : owners of the tracked joint coordinates s (springs, dampers, motors)
-    work_names : owners of the entries of the per-step work (motors, applied loads)
+    work_names : owners of the entries of the per-step work (joint motors, loads, rotor motors)
+    dissipation_names : owners of the per-step dissipation (joint dampers, then rotor bearings)
     rank, degrees_of_freedom : of the assembled system
     """
 
     parts: list
     offsets: dict
+    rotors: list = field(default_factory=list)
+    body_rotors: list = field(default_factory=list)
     constraint_rows: list = field(default_factory=list)
     dropped_rows: list = field(default_factory=list)
     coordinate_names: list = field(default_factory=list)
     work_names: list = field(default_factory=list)
+    dissipation_names: list = field(default_factory=list)
     rank: int = 0
     degrees_of_freedom: int = 0
 
@@ -73,6 +80,23 @@ class Layout:
         if part.n_blocks == 4:
             return np.arange(o, o + 4)
         return np.array([o, g + 1, g + 2, g + 3])  # point mass: inertial axes
+
+    def rotor_index(self, rotor):
+        """Index of a hybrid rotor in the state's p and θ."""
+        for i, r in enumerate(self.rotors):
+            if r is rotor:
+                return i
+        raise ModelError(f"rotor '{rotor.name}' is not in this system; add it to the System.")
+
+    def masses(self, only=None):
+        """(frame, body point, mass, owner) of every mass: parts at their centre of mass and hybrid
+        rotors at their centre on the master; ``only`` restricts to the listed parts and rotors."""
+        out = [(self.frame(p), np.zeros(3), p.mass, p.name) for p in self.parts]
+        out += [(self.frame(r.master), r.offset, r.mass, r.name) for r in self.rotors]
+        if only is not None:
+            names = {e.name for e in only}
+            out = [m for m in out if m[3] in names]
+        return out
 
     def describe(self):
         """{name: (kind, first block, number of blocks)} for saving with a Solution."""
@@ -112,11 +136,16 @@ class System:
     """
 
     def __init__(self, elements=()):
-        self.elements = []
+        self.elements, self.body_rotors = [], []
         for e in elements:
             self.add(e)
 
     def add(self, element):
+        if isinstance(element, Rotor) and element.model == "body":
+            self.body_rotors.append(element)
+            for e in element.expand():  # body, revolute bearing, bearing damper, motor
+                self.add(e)
+            return self
         if not hasattr(element, "terms"):
             raise ModelError(f"System: {element!r} is not a body, joint or force.")
         if not isinstance(element, Ground):
@@ -154,7 +183,8 @@ class System:
         for p in parts:
             offsets[p.name] = o
             o += p.n_blocks
-        layout = Layout(parts, offsets)
+        layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)],
+                        body_rotors=list(self.body_rotors))
         terms = [t for e in parts + others for t in e.terms(layout)]
         priority = {id(t): i for i, t in enumerate(terms)}
         groups = {"constraint": [], "potential": [], "coordinate": [], "load": []}
@@ -172,8 +202,18 @@ class System:
         # name the entries of s and of the per-step work in the order Model.discrete_forces makes them
         layout.coordinate_names = [t.owner for _, _, ts in groups["coordinate"] for t in ts]
         layout.work_names = ([t.owner for k, _, ts in groups["coordinate"] if k.motor is not None for t in ts]
-                             + [t.owner for _, _, ts in groups["load"] for t in ts])
+                             + [t.owner for _, _, ts in groups["load"] for t in ts]
+                             + [r.name for r in layout.rotors if r.motor is not None])
+        layout.dissipation_names = layout.coordinate_names + [r.name for r in layout.rotors]
         mu = scipy.linalg.block_diag(*[p.mass_blocks() for p in parts]) if parts else np.zeros((0, 0))
+        for r in layout.rotors:  # a hybrid rotor's mass and transverse inertia ride on its master
+            f = layout.frame(r.master)
+            mu[np.ix_(f, f)] += r.mass_blocks()
+        rotors = layout.rotors
+        rotor_params = {"frame": np.array([layout.frame(r.master) for r in rotors], dtype=np.int64).reshape(-1, 4),
+                        "axis": np.array([r.axis for r in rotors]).reshape(-1, 3),
+                        "axial_inertia": np.array([r.axial_inertia for r in rotors]),
+                        "friction": np.array([r.friction for r in rotors])}
         translational = np.concatenate([[1.0] + [0.0] * (p.n_blocks - 1) for p in parts]) if parts else np.zeros(0)
         rigid = np.array([layout.frame(p) for p in parts if p.n_blocks == 4], dtype=np.int64).reshape(-1, 4)
         model = Model(
@@ -181,11 +221,15 @@ class System:
             constraint_keep=jnp.arange(len(layout.constraint_rows)),
             **{f"{f}_params": tuple(p for _, p, _ in g) for f, g in groups.items()},
             **{f"{f}_kinds": tuple(k for k, _, _ in g) for f, g in groups.items()},
+            rotor_params={k: jnp.asarray(v) for k, v in rotor_params.items()},
+            rotor_laws=tuple(r.motor for r in rotors),
         )
         q0 = jnp.asarray(np.concatenate([p.initial_blocks().ravel() for p in parts]))
         v0 = jnp.asarray(np.concatenate([p.initial_rates().ravel() for p in parts]))
-        state = State(q0, v0, model.coordinate_values(q0))
-        keep = _check_constraints(model, layout, state, row_priority, redundant)
+        state = State(q0, v0, model.coordinate_values(q0), jnp.asarray([r.axial_momentum for r in rotors]),
+                      jnp.zeros(len(rotors)))
+        spin_rates = np.array([r.spin_rate for r in rotors])
+        keep = _check_constraints(model, layout, state, spin_rates, row_priority, redundant)
         model = Model(**{**model.__dict__, "constraint_keep": jnp.asarray(keep, dtype=jnp.int64)})
         return Assembly(model, layout, state)
 
@@ -213,14 +257,15 @@ def independent_rows(G, order, tol=RANK_TOL):
     return sorted(keep)
 
 
-def _check_constraints(model: Model, layout: Layout, state: State, row_priority, redundant):
-    """Raise on initial positions/velocities off the constraints; return the rows to keep."""
-    n_q = model.n_coordinates
+def _check_constraints(model: Model, layout: Layout, state: State, spin_rates, row_priority, redundant):
+    """Raise on initial positions/velocities off the constraints; return the rows to keep.
+    Positions are (q, θ) and velocities (v, θ') with θ' the rotors' initial spin rates."""
+    n_q = model.n_coordinates + model.n_rotors
     if not layout.constraint_rows:
         layout.rank, layout.degrees_of_freedom = 0, n_q
         return np.arange(0)
-    g = np.asarray(model.all_constraints(state.q))
-    G = np.asarray(jax.jacfwd(model.all_constraints)(state.q))
+    g = np.asarray(model.all_constraints(state.q, state.theta))
+    G = np.hstack([np.asarray(x) for x in jax.jacfwd(model.all_constraints, argnums=(0, 1))(state.q, state.theta)])
     tol = POSITION_TOL * (1.0 + np.max(np.abs(state.q)))
     for owner, rows in _rows_by_owner(layout, np.abs(g)).items():
         worst = max(v for _, v in rows)
@@ -230,8 +275,9 @@ def _check_constraints(model: Model, layout: Layout, state: State, row_priority,
                 f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
                 "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
                 "from which both body points are computed).")
-    vscale = 1.0 + np.max(np.abs(state.v))
-    for owner, rows in _rows_by_owner(layout, G @ np.asarray(state.v)).items():
+    velocities = np.concatenate([np.asarray(state.v), spin_rates])
+    vscale = 1.0 + np.max(np.abs(velocities))
+    for owner, rows in _rows_by_owner(layout, G @ velocities).items():
         vals = np.array([v for _, v in rows])
         if not np.max(np.abs(vals)) <= VELOCITY_TOL * vscale:
             raise InconsistentInitialState(

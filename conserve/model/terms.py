@@ -22,6 +22,7 @@ Families (Q is the extended block array (m, 3) of :mod:`conserve.kinematics.fram
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -42,6 +43,19 @@ class Term:
 
 
 # --- constraints -------------------------------------------------------------------------
+
+
+@partial(jax.tree_util.register_dataclass, data_fields=["Q", "theta"], meta_fields=[])
+@dataclass(frozen=True)
+class Configuration:
+    """What constraint kinds see: the extended block array Q (indexing ``C[idx]`` reads Q) and
+    the spin angles θ (n_r,) of the hybrid rotors, which winch ropes couple to positions."""
+
+    Q: jax.Array
+    theta: jax.Array
+
+    def __getitem__(self, index):
+        return self.Q[index]
 
 
 class DirectorOrthonormality:
@@ -120,6 +134,23 @@ class Distance:
         return 0.5 * (jnp.sum(r * r, axis=1) - p["length"] ** 2)[:, None]
 
 
+class Rope:
+    """Winch rope: ½(|x_A − x_B|² − L(θ)²) = 0 with free length L = L0 + r (θ_k − θ0) paid out
+    by hybrid rotor k (P5). Quadratic in (q, θ), so the midpoint Jacobian is exact.
+
+    params: ``frame_a``, ``at_a``, ``frame_b``, ``at_b``, ``rotor`` (n,) index into θ,
+    ``radius`` r (n,) in m (its sign sets which way the drum pays out), ``length`` L0, ``theta0``.
+    """
+
+    rows = ("rope",)
+
+    @staticmethod
+    def residual(p, C):
+        r = material_point(C, p["frame_a"], p["at_a"]) - material_point(C, p["frame_b"], p["at_b"])
+        L = p["length"] + p["radius"] * (C.theta[p["rotor"]] - p["theta0"])
+        return 0.5 * (jnp.sum(r * r, axis=1) - L**2)[:, None]
+
+
 @dataclass(frozen=True, eq=False)
 class UserConstraint:
     """A user's holonomic constraint g = outer(π(frames)) with a discrete gradient in π-space.
@@ -147,15 +178,16 @@ class UserConstraint:
 
 
 class UniformGravity:
-    """V = −m g·x_c for a part's centre of mass x_c = φ (the reference point is the centre of mass).
+    """V = −m g·x for a mass m at the material point x = φ + X_i d_i (a part's centre of mass,
+    X = 0, or a hybrid rotor's centre on its master).
 
-    Invariant π = g·φ (linear; in m²/s²), energy U = −m π in J.
-    params: ``frame`` (n, 4), ``mass`` (n,) in kg, ``g`` (n, 3) in m/s².
+    Invariant π = g·x (linear; in m²/s²), energy U = −m π in J.
+    params: ``frame`` (n, 4), ``at`` (n, 3), ``mass`` (n,) in kg, ``g`` (n, 3) in m/s².
     """
 
     @staticmethod
     def invariants(p, Q):
-        return jnp.sum(p["g"] * Q[p["frame"][:, 0]], axis=1, keepdims=True)
+        return jnp.sum(p["g"] * material_point(Q, p["frame"], p["at"]), axis=1, keepdims=True)
 
     @staticmethod
     def energy(p, pi):
@@ -163,17 +195,18 @@ class UniformGravity:
 
 
 class CentralGravity:
-    """Newtonian point-mass gravity of a centre at the origin: V = −μ m / |x_c|.
+    """Newtonian point-mass gravity of a centre at the origin: V = −μ m / |x| for a mass m at the
+    material point x (as :class:`UniformGravity`).
 
-    Invariant s = |φ|² (quadratic, rotation invariant about the origin ⇒ angular momentum about
+    Invariant s = |x|² (quadratic, rotation invariant about the origin ⇒ angular momentum about
     the origin is conserved); closed-form discrete gradient without 0/0 (rotor-scheme.md §3):
     Q = μ m / (√s0 √s1 (√s0 + √s1)).
-    params: ``frame`` (n, 4), ``mass`` (n,), ``mu`` (n,) in m³/s².
+    params: ``frame`` (n, 4), ``at`` (n, 3), ``mass`` (n,), ``mu`` (n,) in m³/s².
     """
 
     @staticmethod
     def invariants(p, Q):
-        x = Q[p["frame"][:, 0]]
+        x = material_point(Q, p["frame"], p["at"])
         return jnp.sum(x * x, axis=1, keepdims=True)
 
     @staticmethod
@@ -207,13 +240,31 @@ class UserPotential:
 
 
 class BodyState(NamedTuple):
-    """Midpoint state of a loaded part handed to user load functions: position (3,) m,
+    """Midpoint state of a part handed to user load and motor laws: position (3,) m,
     velocity (3,) m/s, rotation (3, 3), angular_velocity (3,) rad/s (inertial)."""
 
     position: jax.Array
     velocity: jax.Array
     rotation: jax.Array
     angular_velocity: jax.Array
+
+
+class RotorState(NamedTuple):
+    """What a rotor's motor law sees at t_{n+½}: spin ``angle`` (rad) and ``rate`` (rad/s)
+    relative to the master, and the master's :class:`BodyState`."""
+
+    angle: jax.Array
+    rate: jax.Array
+    master: BodyState
+
+
+def midpoint_state(Q0, Q1, frame, h):
+    """BodyStates (leading axis n) of the frames (n, 4) at t_{n+½}: q_{n+½}, v̄ = Δq/h and
+    ω̄ = ½ Σ d_i × Δd_i / h."""
+    Qm, dQ = 0.5 * (Q0 + Q1), Q1 - Q0
+    d, dd = Qm[frame[:, 1:]], dQ[frame[:, 1:]]
+    return BodyState(position=Qm[frame[:, 0]], velocity=dQ[frame[:, 0]] / h, rotation=jnp.swapaxes(d, 1, 2),
+                     angular_velocity=0.5 * jnp.sum(jnp.cross(d, dd), axis=1) / h)
 
 
 @dataclass(frozen=True)
@@ -232,11 +283,9 @@ class Load:
 
     def generalized_force(self, p, Q0, Q1, t, h):
         frame = p["frame"]
-        Qm, dQ = 0.5 * (Q0 + Q1), Q1 - Q0
-        d, dd = Qm[frame[:, 1:]], dQ[frame[:, 1:]]
-        state = BodyState(position=Qm[frame[:, 0]], velocity=dQ[frame[:, 0]] / h,
-                          rotation=jnp.swapaxes(d, 1, 2),
-                          angular_velocity=0.5 * jnp.sum(jnp.cross(d, dd), axis=1) / h)
+        dQ = Q1 - Q0
+        d, dd = 0.5 * (Q0 + Q1)[frame[:, 1:]], dQ[frame[:, 1:]]
+        state = midpoint_state(Q0, Q1, frame, h)
         F, M = p["force"], p["torque"]
         if self.force_fn is not None:
             F = jax.vmap(self.force_fn, in_axes=(None, 0))(t, state)

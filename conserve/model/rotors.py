@@ -1,0 +1,188 @@
+"""Balanced rotors on a master body: hybrid spin coordinates (DESIGN §7, rotor-scheme.md §4),
+the same rotor as a full body for comparison, and the winch rope that couples a spin angle to
+a rope length.
+
+A hybrid rotor adds one spin angle θ (and its axial momentum p) to the state and nothing to
+the constraints: its mass and *transverse* inertia join the master's constant mass matrix, its
+axial momentum p = J_a (ω·a + θ') is carried exactly (p' = motor torque), and the gyroscopic
+term and a corrected reaction couple make energy and angular momentum exact. ``model="body"``
+builds the same rotor as a director body on a revolute joint with a joint motor and bearing
+damper, so the two models are swapped with one argument.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidInertia, ModelError
+from .bodies import Ground, RigidBody, _check_mass, _check_name
+from .forces import JointMotor, JointSpringDamper
+from .joints import Joint, Revolute
+from .terms import RotorState, Term
+from .terms import Rope as RopeKind
+
+#: Relative tolerance of the axisymmetry and balance checks.
+ROTOR_TOL = 1e-9
+
+
+def _unit(name, what, v):
+    v = np.asarray(v, float)
+    if v.shape != (3,) or not np.all(np.isfinite(v)) or np.linalg.norm(v) < 1e-12:
+        raise ModelError(f"rotor '{name}': {what} must be a non-zero 3-vector, got {v!r}.")
+    return v / np.linalg.norm(v)
+
+
+def rotor_mass_blocks(mass, transverse, axis, offset):
+    """μ(m, J_t (I − a aᵀ), c) (4, 4): the rotor's mass and transverse inertia as seen by its
+    master's directors (rotor-scheme.md §1, §4), for a rotor centre at body point c."""
+    J = transverse * (np.eye(3) - np.outer(axis, axis))
+    E = 0.5 * np.trace(J) * np.eye(3) - J
+    mu = np.zeros((4, 4))
+    mu[0, 0] = mass
+    mu[0, 1:] = mu[1:, 0] = mass * offset
+    mu[1:, 1:] = E + mass * np.outer(offset, offset)
+    return mu
+
+
+class Rotor:
+    """A balanced, axisymmetric rotor spinning on a master body.
+
+    Parameters
+    ----------
+    name : str
+    on : RigidBody, the master
+    axis : (3,) spin axis in the master's body axes
+    offset : (3,) rotor centre (its centre of mass, on the axis) in the master's body axes, m
+    mass : kg
+    axial_inertia, transverse_inertia : kg m² about the rotor centre; or ``inertia`` (3, 3) in
+        the master's axes, which must be axisymmetric about ``axis``
+    center_of_mass : (3,) optional check: the rotor's centre of mass in master axes must lie on
+        the spin axis (the hybrid model requires a balanced rotor)
+    spin_rate : rad/s relative to the master at t0, or ``axial_momentum`` p0 = J_a(ω·a + θ') in kg m²/s
+    motor : ``law(t, rotor) -> τ`` (N m, on the rotor about ``axis``; reaction on the master), where
+        ``rotor`` is a :class:`RotorState`; jax-traceable
+    friction : viscous bearing friction c in N m s/rad (torque −c θ')
+    model : "hybrid" (one spin coordinate) or "body" (director body + revolute + motor + damper)
+    """
+
+    def __init__(self, name, on, axis, offset=(0.0, 0.0, 0.0), mass=0.0, axial_inertia=None,
+                 transverse_inertia=None, *, inertia=None, center_of_mass=None, spin_rate=0.0,
+                 axial_momentum=None, motor=None, friction=0.0, model="hybrid"):
+        self.name = _check_name(name)
+        if not isinstance(on, RigidBody):
+            raise ModelError(f"rotor '{name}': its master must be a RigidBody, got {on!r}.")
+        if model not in ("hybrid", "body"):
+            raise ModelError(f"rotor '{name}': model must be 'hybrid' or 'body', got {model!r}.")
+        self.master, self.model = on, model
+        self.axis = _unit(name, "axis", axis)
+        self.offset = np.asarray(offset, float)
+        self.mass = _check_mass(name, mass)
+        a = self.axis
+        if inertia is not None:
+            J = np.asarray(inertia, float)
+            axial = a @ J @ a
+            transverse = 0.5 * (np.trace(J) - axial)
+            symmetric = transverse * (np.eye(3) - np.outer(a, a)) + axial * np.outer(a, a)
+            if model == "hybrid" and np.max(np.abs(J - symmetric)) > ROTOR_TOL * np.max(np.abs(J)):
+                raise InvalidInertia(
+                    f"rotor '{name}': the hybrid model requires an axisymmetric rotor, but its inertia is not "
+                    f"symmetric about the spin axis {a.tolist()} (max deviation "
+                    f"{np.max(np.abs(J - symmetric)):.3g} kg m²); use model='body' for a non-axisymmetric rotor.")
+            axial_inertia, transverse_inertia = axial, transverse
+        else:
+            J = None
+        if axial_inertia is None or transverse_inertia is None:
+            raise InvalidInertia(f"rotor '{name}': give axial_inertia= and transverse_inertia= (or inertia=).")
+        self.axial_inertia, self.transverse_inertia = float(axial_inertia), float(transverse_inertia)
+        if not (self.axial_inertia > 0 and self.transverse_inertia > 0):
+            raise InvalidInertia(f"rotor '{name}': inertias must be positive, got axial {self.axial_inertia}, "
+                                 f"transverse {self.transverse_inertia} kg m².")
+        if self.axial_inertia > 2 * self.transverse_inertia * (1 + ROTOR_TOL):
+            raise InvalidInertia(
+                f"rotor '{name}': axial inertia {self.axial_inertia:g} > 2 × transverse {self.transverse_inertia:g} "
+                "violates the triangle inequality (a thin disc has exactly 2×); check the values.")
+        self.inertia = J if J is not None else (self.transverse_inertia * (np.eye(3) - np.outer(a, a))
+                                                + self.axial_inertia * np.outer(a, a))
+        if center_of_mass is not None:
+            r = np.asarray(center_of_mass, float) - self.offset
+            off_axis = np.linalg.norm(r - (r @ a) * a)
+            if model == "hybrid" and off_axis > ROTOR_TOL * (1 + np.linalg.norm(self.offset)):
+                raise ModelError(
+                    f"rotor '{name}': its centre of mass is {off_axis:.3g} m off the spin axis; the hybrid model "
+                    "requires a balanced rotor (use model='body' for an unbalanced one).")
+        omega_a = self.master.angular_velocity @ self.master.world_vector(a)
+        if axial_momentum is not None:
+            self.spin_rate = float(axial_momentum) / self.axial_inertia - omega_a
+        else:
+            self.spin_rate = float(spin_rate)
+        self.axial_momentum = self.axial_inertia * (omega_a + self.spin_rate)
+        if motor is not None and not callable(motor):
+            raise ModelError(f"rotor '{name}': motor must be a function law(t, rotor) -> torque.")
+        self.motor = motor
+        self.friction = float(friction)
+        if not (self.friction >= 0 and np.isfinite(self.friction)):
+            raise ModelError(f"rotor '{name}': friction must be ≥ 0, got {friction!r}.")
+
+    def __repr__(self):
+        return f"Rotor({self.name!r}, model={self.model!r})"
+
+    # --- hybrid model: consumed by assembly --------------------------------------------
+    def parts(self):
+        return (self.master,)
+
+    def terms(self, layout):
+        return []
+
+    def mass_blocks(self):
+        return rotor_mass_blocks(self.mass, self.transverse_inertia, self.axis, self.offset)
+
+    # --- full-body model ----------------------------------------------------------------
+    def expand(self):
+        """The elements of the full-body model: body, revolute bearing, bearing damper, motor."""
+        m = self.master
+        centre = m.world_point(self.offset)
+        axis_world = m.world_vector(self.axis)
+        omega = m.angular_velocity + self.spin_rate * axis_world
+        body = RigidBody(self.name, self.mass, self.inertia, position=centre, orientation=m.rotation,
+                         velocity=m.velocity + np.cross(m.angular_velocity, centre - m.position),
+                         angular_velocity=omega)
+        joint = Revolute(m, body, at=centre, axis=axis_world, name=f"{self.name} joint")
+        elements = [body, joint, JointSpringDamper(joint, 0.0, self.friction, name=f"{self.name} bearing")]
+        if self.motor is not None:
+            law = self.motor
+            elements.append(JointMotor(joint, lambda t, s, sd, master: law(t, RotorState(s, sd, master)),
+                                       name=f"{self.name} motor"))
+        return elements
+
+
+class Rope(Joint):
+    """Massless inextensible rope from a point of ``a`` to a point of ``b`` whose free length
+    L = L0 + r (θ − θ0) is paid out by the hybrid rotor ``winch``:
+    ½(|x_a − x_b|² − L²) = 0 (P5). ``points=(x_a, x_b)`` world at the start or ``at_a``/``at_b``;
+    ``radius`` r in m (negative to wind the other way), ``length`` L0 (default: the initial distance).
+    """
+
+    n_constraints = 1
+
+    def __init__(self, a, b, winch, radius, points=None, *, at_a=None, at_b=None, length=None, name=None):
+        super().__init__(a, b, name)
+        if not isinstance(winch, Rotor) or winch.model != "hybrid":
+            raise ModelError(f"rope '{self.name}': the winch must be a hybrid Rotor (model='body' winches are not "
+                             f"supported by Rope yet), got {winch!r}.")
+        self.winch, self.radius = winch, float(radius)
+        if points is not None:
+            xa, xb = (np.asarray(x, float) for x in points)
+            at_a, at_b = a.body_point(xa), b.body_point(xb)
+        if at_a is None or at_b is None:
+            raise ModelError(f"rope '{self.name}': give points=(x_a, x_b) or at_a= and at_b=.")
+        self.at_a, self.at_b = np.asarray(at_a, float), np.asarray(at_b, float)
+        initial = np.linalg.norm(a.world_point(self.at_a) - b.world_point(self.at_b))
+        self.length = initial if length is None else float(length)
+
+    def parts(self):
+        return tuple(p for p in (self.a, self.b) if not isinstance(p, Ground))
+
+    def terms(self, layout):
+        p = {**self._frames(layout), "at_a": self.at_a, "at_b": self.at_b, "rotor": layout.rotor_index(self.winch),
+             "radius": self.radius, "length": self.length, "theta0": 0.0}
+        return [Term(RopeKind, p, self.name)]

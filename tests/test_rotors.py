@@ -1,0 +1,138 @@
+"""Hybrid spin coordinates for balanced rotors (rotor-scheme.md §4) and the same rotors as full
+bodies: exact discrete energy balance and angular momentum, the reaction-wheel spin-up, second
+order convergence of both models, and the winch rope."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import fitted_order
+
+import conserve as cs
+from conserve.problems import spacecraft
+
+
+def integrals(sol):
+    """Per-step and cumulative errors of the energy balance and of J, relative."""
+    E, J = sol.energy.total, sol.angular_momentum
+    step = np.diff(E) - (sol.work.sum(axis=1) - sol.dissipation.sum(axis=1))
+    scale_E, scale_J = abs(E[0]), np.linalg.norm(J[0])
+    return (np.max(np.abs(step)) / scale_E, np.max(np.abs(sol.energy_balance_error)) / scale_E,
+            np.max(np.abs(np.diff(J, axis=0))) / scale_J, np.max(np.abs(J - J[0])) / scale_J)
+
+
+@pytest.fixture(scope="module", params=["hybrid", "body"])
+def p3a(request):
+    return request.param, cs.simulate(spacecraft(request.param), t_end=20.0, dt=2e-3)  # 10⁴ steps
+
+
+def test_p3a_energy_balance_and_momentum(p3a):
+    model, sol = p3a
+    assert len(sol) == 10_001
+    e_step, e_cum, j_step, j_cum = integrals(sol)
+    assert e_step <= 1e-13 and j_step <= 1e-13
+    assert e_cum <= 1e-11 and j_cum <= 1e-11
+    L = sol.linear_momentum
+    assert np.max(np.abs(L - L[0])) <= 1e-11 * 100.0  # kg m/s, against |p| ~ m v ~ 100 × 1
+    assert np.max(sol.constraint_residual) <= 1e-12
+    assert np.abs(sol.work).sum() > 1e-3  # the motors do work
+    assert sol.layout["degrees_of_freedom"] == 9
+
+
+def test_hybrid_model_has_far_fewer_unknowns(p3a):
+    model, sol = p3a
+    assert sol.stats["unknowns"] == {"hybrid": 24, "body": 87}[model]
+
+
+@pytest.mark.parametrize("model", ["hybrid", "body"])
+def test_p3b_torque_free_gyrostat(model):
+    sol = cs.simulate(spacecraft(model, motors=False), t_end=20.0, dt=2e-3)
+    e_step, e_cum, j_step, j_cum = integrals(sol)
+    assert e_cum <= 1e-11 and j_cum <= 1e-11
+    assert e_step <= 1e-13 and j_step <= 1e-13
+    # each wheel's axial momentum is constant without a motor (it is carried exactly)
+    for i in range(3):
+        p = sol.rotor(f"wheel{i}").momentum
+        assert np.max(np.abs(p - p[0])) <= (1e-12 if model == "hybrid" else 1e-2) * abs(p[0])
+
+
+def test_reaction_wheel_spin_up_is_exact():
+    """Platform and wheel on a common symmetry axis, torque 0.2 N m for 5 s <= t <= 10 s: the
+    platform rate and the wheel's relative rate are linear in time; the scheme is exact at Δt = 0.1."""
+    Ja, omega0, spin0, tau = 0.1591549, 0.35, 10.4719755, 0.2
+    platform = cs.RigidBody("platform", mass=10.0, inertia=(2.0 - 0.1, 2.0 - 0.1, 2.0),
+                            angular_velocity=(0.0, 0.0, omega0))
+    wheel = cs.Rotor("wheel", on=platform, axis=(0, 0, 1), mass=1.0, axial_inertia=Ja, transverse_inertia=0.1,
+                     spin_rate=spin0, motor=lambda t, r: jnp.where((t >= 5.0) & (t <= 10.0), tau, 0.0))
+    sol = cs.simulate(cs.System([platform, wheel]), t_end=15.0, dt=0.1)
+    ramp = np.clip(sol.t - 5.0, 0.0, 5.0)
+    platform_rate = omega0 - tau * ramp / 2.0  # the platform's axial inertia (without the wheel's) is 2
+    wheel_rate = (Ja * (omega0 + spin0) + tau * ramp) / Ja - platform_rate
+    np.testing.assert_allclose(sol["platform"].angular_velocity[:, 2], platform_rate, atol=1e-13)
+    np.testing.assert_allclose(sol.rotor("wheel").rate, wheel_rate, atol=1e-12)
+    assert wheel_rate[-1] - wheel_rate[0] > 6.5  # it really spun up (by τ·5 s / J_a + 0.5 rad/s)
+
+
+def core_coordinates(sol):
+    """The common coordinates of both models: the core's φ and directors at the end."""
+    return np.concatenate([sol["core"].position[-1], sol["core"].rotation[-1].T.ravel()])
+
+
+def test_both_models_converge_with_order_two_and_agree():
+    """P3a over 1 s: both models of order 2 (successive differences shrink by 4), and the
+    difference between the two models shrinks as Δt²."""
+    dts = 2e-3 * 2.0 ** -np.arange(4)
+    finals = {m: [core_coordinates(cs.simulate(spacecraft(m), t_end=1.0, dt=dt)) for dt in dts]
+              for m in ("hybrid", "body")}
+    for m, q in finals.items():
+        diffs = [np.linalg.norm(q[i] - q[i + 1]) for i in range(len(q) - 1)]
+        assert abs(fitted_order(dts[:-1], diffs) - 2.0) <= 0.1, (m, diffs)
+    gap = [np.linalg.norm(a - b) for a, b in zip(finals["hybrid"], finals["body"])]
+    assert abs(fitted_order(dts, gap) - 2.0) <= 0.1, gap
+
+
+def test_winch_rope_energy_momentum_and_drop_acceleration():
+    """A drum (hybrid rotor, radius r) on a free-floating frame pays out a rope to a load.
+    Energy and both momenta are exact; with the frame pinned under gravity the load falls with
+    a = g m / (m + J_a / r²)."""
+    Ja, r, m = 0.025, 0.1, 10.0
+    frame = cs.RigidBody("frame", mass=50.0, inertia=(3.0, 3.0, 2.0), angular_velocity=(0.0, 0.1, 0.3))
+    drum = cs.Rotor("drum", on=frame, axis=(0, 1, 0), offset=(0, 0, 0), mass=5.0, axial_inertia=Ja,
+                    transverse_inertia=0.0167, spin_rate=-3.0)
+    tip = np.array([1.0, 0.0, 0.0])
+    load_x = tip + [0.0, 0.0, -1.5]
+    w = frame.angular_velocity
+    # the load turns with the frame and the rope length changes at L' = r θ' = −0.3 m/s along u
+    u = np.array([0.0, 0.0, -1.0])
+    v_load = np.cross(w, load_x) + r * drum.spin_rate * u
+    load = cs.PointMass("load", mass=m, position=load_x, velocity=v_load)
+    rope = cs.Rope(frame, load, winch=drum, radius=r, points=(tip, load_x), name="rope")
+    sol = cs.simulate(cs.System([frame, drum, load, rope]), t_end=3.0, dt=1e-2)
+    e_step, e_cum, j_step, j_cum = integrals(sol)
+    assert e_cum <= 1e-11 and j_cum <= 1e-11
+    L = sol.linear_momentum
+    assert np.max(np.abs(L - L[0])) <= 1e-12 * np.linalg.norm(L[0])
+    assert np.max(sol.constraint_residual) <= 1e-12
+    assert np.ptp(sol.rotor("drum").angle) > 0.5  # the drum turns and the rope length changes
+
+    # drop test: frame pinned (fixed to ground), gravity, drum free: a = g m / (m + Ja / r²)
+    frame = cs.RigidBody("frame", mass=50.0, inertia=(3.0, 3.0, 2.0))
+    drum = cs.Rotor("drum", on=frame, axis=(0, 1, 0), mass=5.0, axial_inertia=Ja, transverse_inertia=0.0167)
+    load = cs.PointMass("load", mass=m, position=load_x)
+    rope = cs.Rope(frame, load, winch=drum, radius=-r, points=(tip, load_x), name="rope")
+    system = cs.System([frame, drum, load, rope, cs.Fixed(cs.ground, frame, at=(0, 0, 0)), cs.Gravity()])
+    sol = cs.simulate(system, t_end=1.0, dt=1e-2)
+    z = sol["load"].position[:, 2]
+    a = 9.81 * m / (m + Ja / r**2)
+    np.testing.assert_allclose(z, load_x[2] - 0.5 * a * sol.t**2, atol=1e-6)
+    assert np.max(np.abs(sol.energy.total - sol.energy.total[0])) <= 1e-10 * np.max(np.abs(sol.energy.kinetic))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"inertia": np.diag([0.02, 0.012, 0.013])}, "axisymmetric"),
+    ({"axial_inertia": 0.03, "transverse_inertia": 0.012}, "triangle inequality"),
+    ({"axial_inertia": 0.02, "transverse_inertia": 0.012, "center_of_mass": (0.0, 0.01, 0.0)}, "balanced"),
+])
+def test_hybrid_rotor_rejects_what_it_cannot_model(kwargs, words):
+    core = cs.RigidBody("core", 1.0, (1.0, 1.0, 1.0))
+    with pytest.raises(cs.ModelError, match=f"'wheel'.*{words}"):
+        cs.Rotor("wheel", on=core, axis=(1, 0, 0), mass=1.0, **kwargs)
