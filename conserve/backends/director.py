@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from ..discrete.newton import newton_solve
-from ..kinematics.rotations import cayley
+from ..kinematics.rotations import cayley, solve3
 from ..model.assembled import Model, State
 
 
@@ -54,7 +54,7 @@ def predictor(model: Model, state: State, h):
         J = jnp.trace(E, axis1=1, axis2=2)[:, None, None] * jnp.eye(3) - E
         pairs = jnp.cross(d[:, :, None, :], d_rate[:, None, :, :])  # d_i × d_j', (n, 3, 3, 3)
         L = jnp.einsum("nij,nijk->nk", E, pairs)
-        omega_body = jnp.linalg.solve(J, jnp.einsum("nij,nj->ni", d, L)[..., None])[..., 0]
+        omega_body = solve3(J, jnp.einsum("nij,nj->ni", d, L))
         omega = jnp.einsum("nij,ni->nj", d, omega_body)
         d_new = jnp.einsum("nij,nkj->nki", cayley(h * omega), d)
         dQ = dQ.at[idx].set(d_new - d)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..discrete.gradient import discrete_gradient
 from ..kinematics.frames import GROUND_BLOCKS
+from ..kinematics.rotations import solve3
 from .terms import BodyState, Configuration, RotorState, midpoint_state
 
 
@@ -161,7 +162,7 @@ class Model:
         alpha = jnp.einsum("nk,kij->nij", rp["axis"], EPS)
         gyro = pbar[:, None, None] * jnp.einsum("nij,njc->nic", alpha, dd)
         S = 0.5 * (jnp.sum(dm * dm, axis=(1, 2))[:, None, None] * jnp.eye(3) - jnp.einsum("nic,nid->ncd", dm, dm))
-        m = jnp.linalg.solve(S, 0.5 * (self.rotor_axes(q0) + self.rotor_axes(q1))[..., None])[..., 0]
+        m = solve3(S, 0.5 * (self.rotor_axes(q0) + self.rotor_axes(q1)))
         r = 0.5 * jnp.cross(m[:, None, :], dm)  # (n_r, 3, 3): ½ m × d_i
         force = jnp.zeros((q0.shape[0] // 3, 3), q0.dtype).at[idx].add(gyro + dp[:, None, None] * r).ravel()
         r_dq = jnp.sum(r * dd, axis=(1, 2))
