@@ -50,7 +50,7 @@ class PartView:
     Attributes (arrays over the N + 1 nodes)
     ----------
     position : (N+1, 3) centre of mass in m;  velocity : (N+1, 3) in m/s
-    rotation : (N+1, 3, 3) R = [d1 d2 d3];  quaternion : (N+1, 4) (w, x, y, z), w ≥ 0
+    rotation : (N+1, 3, 3) R = [d1 d2 d3];  quaternion : (N+1, 4) (w, x, y, z), sign continuous
     angular_velocity : (N+1, 3) inertial, rad/s;  angular_velocity_body : (N+1, 3) = Rᵀ ω
     """
 
@@ -70,7 +70,11 @@ class PartView:
 
     @property
     def quaternion(self):
-        return rotation_to_quaternion(self.rotation)
+        """(N+1, 4) unit quaternions (w, x, y, z), w ≥ 0 at the first node and the sign then kept
+        continuous in time (q and −q are the same rotation)."""
+        q = rotation_to_quaternion(self.rotation)
+        flips = np.sum(q[1:] * q[:-1], axis=1) < 0
+        return q * np.concatenate([[1.0], np.cumprod(np.where(flips, -1.0, 1.0))])[:, None]
 
     @property
     def angular_velocity(self):

@@ -20,6 +20,8 @@ def test_part_view_kinematics(sol):
     assert R.shape == (101, 3, 3)
     np.testing.assert_allclose(Rotation.from_quat(top.quaternion, scalar_first=True).as_matrix(), R,
                                atol=1e-12)
+    quat = top.quaternion
+    assert quat[0, 0] >= 0 and np.all(np.sum(quat[1:] * quat[:-1], axis=1) > 0)  # continuous in time
     np.testing.assert_allclose(np.einsum("nji,nj->ni", R, top.angular_velocity),
                                top.angular_velocity_body, atol=1e-12)
     # the initial state is the one given: Ω0 = ω_p e3 + ω_s d3
