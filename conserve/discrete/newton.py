@@ -39,36 +39,50 @@ class Newton:
 
 
 def newton_solve(residual, x0, options: Newton, scale=0.0):
-    """Solve residual(x) = 0 from x0 with the Jacobian from ``jax.jacfwd`` and dense LU.
+    """Solve residual(x) = 0 from x0: Newton with the Jacobian from ``jax.jacfwd`` and dense LU.
 
-    ``scale`` (≥ 0) enters the stopping test (see :class:`Newton`).
+    Each iteration evaluates the residual r(x) and first tries the chord correction
+    δ = −J_old⁻¹ r with the last LU factors (a back-substitution): if it is below the tolerance
+    (see :class:`Newton`) the step is accepted with it, which saves the Jacobian that a plain
+    "last correction is small" test spends only to confirm convergence. Otherwise a full Newton
+    correction with a fresh Jacobian follows (and is itself accepted if small). ``scale`` (≥ 0)
+    enters the tolerance.
 
     Returns
     -------
     x : solution (or the last iterate when not converged)
-    iterations : int32, Newton iterations done
+    iterations : int32, residual evaluations done
     converged : bool
     history : (max_iterations,) max-norm of the residual at each iterate (NaN after the last)
     """
     n_max = options.max_iterations
     jac = jax.jacfwd(residual)
 
+    def small(dx, x_new):
+        return jnp.max(jnp.abs(dx)) <= options.tol * (1.0 + jnp.max(jnp.abs(x_new)) + scale)
+
     def body(carry):
-        x, k, _, history = carry
+        x, lu, k, _, history = carry
         r = residual(x)
-        dx = jnp.linalg.solve(jac(x), -r)
-        x_new = x + dx
-        done = jnp.max(jnp.abs(dx)) <= options.tol * (1.0 + jnp.max(jnp.abs(x_new)) + scale)
-        finite = jnp.all(jnp.isfinite(x_new))
         history = history.at[k].set(jnp.max(jnp.abs(r)))
-        return x_new, k + 1, done & finite, history
+        chord = jax.scipy.linalg.lu_solve(lu, -r)
+        chord_ok = (k > 0) & small(chord, x + chord)
+
+        def newton(_):
+            lu_new = jax.scipy.linalg.lu_factor(jac(x))
+            dx = jax.scipy.linalg.lu_solve(lu_new, -r)
+            return x + dx, lu_new, small(dx, x + dx)
+
+        x_new, lu, done = jax.lax.cond(chord_ok, lambda _: (x + chord, lu, True), newton, None)
+        return x_new, lu, k + 1, done & jnp.all(jnp.isfinite(x_new)), history
 
     def cond(carry):
-        x, k, converged, _ = carry
+        x, _, k, converged, _ = carry
         return (~converged) & (k < n_max) & jnp.all(jnp.isfinite(x))
 
+    n = x0.shape[0]
+    lu0 = (jnp.eye(n, dtype=x0.dtype), jnp.arange(n, dtype=jnp.int32))
     history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
-    x, k, converged, history = jax.lax.while_loop(
-        cond, body, (x0, jnp.int32(0), jnp.bool_(False), history0)
-    )
+    x, _, k, converged, history = jax.lax.while_loop(
+        cond, body, (x0, lu0, jnp.int32(0), jnp.bool_(False), history0))
     return x, k, converged, history
