@@ -1,0 +1,185 @@
+"""Convergence and work-precision studies: run models at several step sizes against a reference.
+
+>>> table = cs.studies.convergence({"hybrid": lambda: spacecraft("hybrid"),
+...                                 "body": lambda: spacecraft("body")},
+...                                dts=[4e-2, 2e-2, 1e-2], t_end=2.0,
+...                                error=cs.studies.relative_error(["core"]))
+>>> print(table.to_markdown()); table.plot("convergence.png")
+
+Error measures are functions ``error(sol, ref) -> float`` of a run and the reference run (which
+may be of another model: compare what both have, e.g. a body's coordinates or a marker point).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..simulate import simulate
+
+
+def _coordinates(sol, parts):
+    return np.concatenate([np.concatenate([sol[p].position[-1], sol[p].rotation[-1].T.ravel()])
+                           if sol[p].kind == "RigidBody" else sol[p].position[-1] for p in parts])
+
+
+def relative_error(parts):
+    """ε_rel = ‖q(T) − q_ref(T)‖ / ‖q_ref(T)‖ on the named parts' coordinates (φ and directors):
+    the measure of the hybrid-coordinate paper, on coordinates both models share."""
+    def error(sol, ref):
+        q, q_ref = _coordinates(sol, parts), _coordinates(ref, parts)
+        return float(np.linalg.norm(q - q_ref) / np.linalg.norm(q_ref))
+    error.__name__ = f"ε_rel({', '.join(parts)})"
+    return error
+
+
+def marker_error(part, point=(0.0, 0.0, 0.0)):
+    """Max over time of |x(t) − x_ref(t)| for a body point (body axes, m), at the run's nodes
+    (the reference is sampled at them; its step must divide the run's)."""
+    point = np.asarray(point, float)
+
+    def error(sol, ref):
+        x = sol[part].position + sol[part].rotation @ point if sol[part].kind == "RigidBody" else sol[part].position
+        r = ref[part].position + ref[part].rotation @ point if ref[part].kind == "RigidBody" else ref[part].position
+        idx = np.searchsorted(ref.t, sol.t - 1e-12 * max(1.0, sol.t[-1]))
+        return float(np.max(np.linalg.norm(x - r[np.minimum(idx, len(ref.t) - 1)], axis=1)))
+    error.__name__ = f"marker({part})"
+    return error
+
+
+def energy_error(sol, ref=None):
+    """max |E_n − E_0 − Σ(W − D)| / |E_0|: the energy-balance error of the run itself."""
+    return float(np.max(np.abs(sol.energy_balance_error)) / abs(sol.energy.total[0]))
+
+
+def momentum_error(sol, ref=None):
+    """max |J_n − J_0| / |J_0|: the angular-momentum drift of the run itself."""
+    J = sol.angular_momentum
+    return float(np.max(np.abs(J - J[0])) / np.linalg.norm(J[0]))
+
+
+@dataclass
+class ConvergenceTable:
+    """Errors, observed orders and costs of each model at each step size.
+
+    Attributes
+    ----------
+    dts : (k,) step sizes, s
+    errors, run_times, time_per_step : {label: (k,)} error measure, run time after compilation (s)
+    unknowns : {label: int} Newton unknowns per step
+    reference : description of the reference run
+    """
+
+    dts: np.ndarray
+    errors: dict
+    run_times: dict
+    time_per_step: dict
+    unknowns: dict
+    error_name: str = "error"
+    reference: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def orders(self, label):
+        """Observed order per pair of consecutive step sizes, log(e_i/e_{i+1}) / log(Δt_i/Δt_{i+1})."""
+        e, h = np.asarray(self.errors[label]), self.dts
+        return np.log(e[:-1] / e[1:]) / np.log(h[:-1] / h[1:])
+
+    def fitted_order(self, label):
+        """Least-squares slope of log(error) against log(Δt)."""
+        return float(np.polyfit(np.log(self.dts), np.log(self.errors[label]), 1)[0])
+
+    def to_markdown(self):
+        labels = list(self.errors)
+        head = "| Δt [s] | " + " | ".join(f"{self.error_name} {m} | order {m} | µs/step {m}" for m in labels) + " |"
+        lines = [head, "|" + "---|" * (1 + 3 * len(labels))]
+        for i, h in enumerate(self.dts):
+            cells = []
+            for m in labels:
+                order = self.orders(m)[i - 1] if i else float("nan")
+                cells += [f"{self.errors[m][i]:.3e}", "" if i == 0 else f"{order:.2f}",
+                          f"{1e6 * self.time_per_step[m][i]:.0f}"]
+            lines.append(f"| {h:g} | " + " | ".join(cells) + " |")
+        lines.append("")
+        lines += [f"- {m}: fitted order {self.fitted_order(m):.2f}, {self.unknowns[m]} unknowns per step" for m in labels]
+        if self.reference:
+            lines.append(f"- reference: {self.reference}")
+        return "\n".join(lines)
+
+    def to_csv(self, path):
+        labels = list(self.errors)
+        cols = [self.dts] + [a for m in labels for a in (self.errors[m], self.run_times[m], self.time_per_step[m])]
+        header = "dt," + ",".join(f"{k}_{m}" for m in labels for k in ("error", "run_time", "time_per_step"))
+        np.savetxt(path, np.column_stack(cols), delimiter=",", header=header, comments="", fmt="%.10g")
+
+    def plot(self, path=None, title=""):
+        """Error vs Δt (log-log, with a Δt² guide) and error vs run time (work-precision)."""
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+        for m, e in self.errors.items():
+            a1.loglog(self.dts, e, "o-", label=f"{m} (order {self.fitted_order(m):.2f})")
+            a2.loglog(self.run_times[m], e, "o-", label=m)
+        e0 = max(e[0] for e in self.errors.values())
+        a1.loglog(self.dts, e0 * (self.dts / self.dts[0]) ** 2, "k:", label="Δt²")
+        a1.set_xlabel("Δt [s]")
+        a2.set_xlabel("run time after compilation [s]")
+        for a in (a1, a2):
+            a.set_ylabel(self.error_name)
+            a.grid(alpha=0.3, which="both")
+            a.legend(fontsize=8)
+        fig.suptitle(title or f"convergence ({self.reference})")
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=110)
+        return fig
+
+
+def convergence(models, dts, t_end, *, error, reference=None, backend="director", newton=None,
+                repeats=1) -> ConvergenceTable:
+    """Run each model at each step size and measure ``error(sol, ref)``.
+
+    Parameters
+    ----------
+    models : {label: System | Assembly | callable returning one}, or a single one
+    dts : step sizes, s (any order; sorted descending)
+    t_end : s
+    error : callable (sol, ref) -> float, e.g. :func:`relative_error`, :func:`marker_error`,
+        :func:`energy_error`
+    reference : a Solution, or a step size for a reference run of the first model (default:
+        min(dts) / 8); a Richardson check of the reference (the same at half its step) is reported
+    backend : backend of every run (a {label: backend} dict for several)
+    repeats : runs per point; the fastest run time is kept
+    """
+    if not isinstance(models, dict):
+        models = {"model": models}
+    assemblies = {m: (f() if callable(f) else f) for m, f in models.items()}
+    assemblies = {m: (a.assemble() if hasattr(a, "assemble") else a) for m, a in assemblies.items()}
+    backends = backend if isinstance(backend, dict) else {m: backend for m in models}
+    dts = np.sort(np.asarray(dts, float))[::-1]
+    first = next(iter(assemblies))
+    note = ""
+    if reference is None or np.isscalar(reference):
+        h_ref = float(reference or dts[-1] / 8)
+        ref = simulate(assemblies[first], t_end, h_ref, backend=backends[first], newton=newton)
+        finer = simulate(assemblies[first], t_end, h_ref / 2, backend=backends[first], newton=newton)
+        note = (f"{first} at Δt = {h_ref:g}; Richardson check against Δt = {h_ref / 2:g}: "
+                f"{getattr(error, '__name__', 'error')} = {error(ref, finer):.2e}")
+    else:
+        ref, note = reference, "given Solution"
+    errors, times, per_step, unknowns = {}, {}, {}, {}
+    for m, asm in assemblies.items():
+        errors[m], times[m], per_step[m] = [], [], []
+        for h in dts:
+            runs = [simulate(asm, t_end, h, backend=backends[m], newton=newton) for _ in range(repeats)]
+            best = min(runs, key=lambda s: s.stats["run_time"])
+            errors[m].append(error(best, ref))
+            times[m].append(best.stats["run_time"])
+            per_step[m].append(best.stats["time_per_step"])
+            unknowns[m] = best.stats["unknowns"]
+    arr = lambda d: {k: np.asarray(v) for k, v in d.items()}  # noqa: E731
+    return ConvergenceTable(dts, arr(errors), arr(times), arr(per_step), unknowns,
+                            getattr(error, "__name__", "error"), note)
