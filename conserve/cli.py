@@ -1,11 +1,34 @@
-"""Command line: ``conserve demo`` (also ``python -m conserve demo``)."""
+"""Command line (also ``python -m conserve``):
+
+    conserve demo                                   heavy top: conservation summary and a plot
+    conserve reproduce spacecraft|heavy-top|all [--out DIR] [--quick]
+    conserve convergence heavy-top|spacecraft|pendulum --dt 2e-3 1e-3 5e-4 [--t-end T] [--out DIR]
+"""
 
 from __future__ import annotations
 
 import argparse
+import runpy
+import sys
 from pathlib import Path
 
 import numpy as np
+
+REPRODUCTIONS = {"heavy-top": "heavy_top.py", "spacecraft": "hca_spacecraft.py"}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ProgressBar:
+    """A one-line text progress bar on stderr for ``simulate(..., progress=bar)``."""
+
+    def __init__(self, label, width=30, stream=None):
+        self.label, self.width, self.stream = label, width, stream or sys.stderr
+
+    def __call__(self, done, total):
+        filled = int(self.width * done / max(total, 1))
+        end = "\n" if done >= total else ""
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} steps{end}")
+        self.stream.flush()
 
 
 def demo(out: Path, t_end: float, dt: float) -> int:
@@ -15,7 +38,7 @@ def demo(out: Path, t_end: float, dt: float) -> int:
     from conserve.problems import HeavyTop
 
     top = HeavyTop()
-    sol = cs.simulate(top.system(), t_end=t_end, dt=dt)
+    sol = cs.simulate(top.system(), t_end=t_end, dt=dt, progress=ProgressBar("heavy top"))
     x = sol["top"].position
     azimuth = np.unwrap(np.arctan2(x[:, 1], x[:, 0]))
     J3 = sol.angular_momentum[:, 2]
@@ -31,14 +54,60 @@ def demo(out: Path, t_end: float, dt: float) -> int:
     return 0
 
 
+def reproduce(which: str, out: Path, quick: bool) -> int:
+    folder = ROOT / "paper_reproductions"
+    if not folder.is_dir():
+        print("conserve reproduce needs the source checkout (paper_reproductions/ next to conserve/); "
+              "install it with pip install -e . from a clone.", file=sys.stderr)
+        return 2
+    for name in (REPRODUCTIONS if which == "all" else [which]):
+        script = folder / REPRODUCTIONS[name]
+        args = ["--out", str(out / Path(REPRODUCTIONS[name]).stem)] + (["--quick"] if quick else [])
+        print(f"== {name}: {script.name} {' '.join(args)}")
+        runpy.run_path(str(script), run_name="conserve_cli")["main"](args)
+    return 0
+
+
+def convergence(problem: str, dts, t_end: float, out: Path) -> int:
+    from conserve import studies
+    from conserve.problems import HeavyTop, ThompsonPendulum, spacecraft
+
+    if problem == "heavy-top":
+        models, error = {"heavy top": HeavyTop().system()}, studies.marker_error("top")
+    elif problem == "spacecraft":
+        models = {"hybrid": spacecraft("hybrid"), "body": spacecraft("body")}
+        error = studies.relative_error(["core"])
+    else:
+        models, error = {"pendulum": ThompsonPendulum().system()}, studies.relative_error(["pendulum"])
+    table = studies.convergence(models, dts, t_end, error=error)
+    print(table.to_markdown())
+    out.mkdir(parents=True, exist_ok=True)
+    table.plot(out / f"convergence_{problem}.png")
+    table.to_csv(out / f"convergence_{problem}.csv")
+    print(f"wrote {out}/convergence_{problem}.png and .csv")
+    return 0
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="conserve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="conserve", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="simulate the heavy top, print the conservation summary, write a plot")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
     p.add_argument("--t-end", type=float, default=20.0, help="end time in s (default 20: 10⁴ steps)")
     p.add_argument("--dt", type=float, default=2e-3, help="time step in s (default 2e-3)")
+    p = sub.add_parser("reproduce", help="run paper reproductions (figures, CSV, report)")
+    p.add_argument("which", choices=[*REPRODUCTIONS, "all"])
+    p.add_argument("--out", type=Path, default=Path("out"))
+    p.add_argument("--quick", action="store_true", help="shorter runs, fewer step sizes")
+    p = sub.add_parser("convergence", help="convergence and work-precision table of a problem")
+    p.add_argument("problem", choices=["heavy-top", "spacecraft", "pendulum"])
+    p.add_argument("--dt", type=float, nargs="+", required=True)
+    p.add_argument("--t-end", type=float, default=1.0)
+    p.add_argument("--out", type=Path, default=Path("out"))
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args.out, args.t_end, args.dt)
-    return 2  # pragma: no cover  (argparse rejects unknown commands)
+    if args.command == "reproduce":
+        return reproduce(args.which, args.out, args.quick)
+    return convergence(args.problem, args.dt, args.t_end, args.out)

@@ -214,17 +214,42 @@ def slider_crank(crank_speed=5.0, motor=None) -> System:
 
 def spacecraft(model="hybrid", motors=True, spin_rates=(200.0, -150.0, 100.0), wheel_axial=0.02,
                wheel_transverse=0.012, wheel_mass=2.0, core_mass=100.0, core_inertia=(10.0, 15.0, 20.0),
-               core_rate=(0.1, -0.05, 0.2), torque=0.05) -> System:
+               core_rate=(0.1, -0.05, 0.2), torque=0.05, laws=None, core_velocity=(0.0, 0.0, 0.0)) -> System:
     """P3: a core body with three balanced reaction wheels on its principal axes d1, d2, d3, centres
     at 0.5 d_i; wheel spin rates relative to the core in rad/s; no gravity. With ``motors`` (P3a)
     wheel i gets τ_i(t) = torque · sin(2πt/5 + i) (reaction on the core); without (P3b) it is a
-    torque-free gyrostat. ``model``: "hybrid" (one spin angle per wheel) or "body"
-    (12 coordinates and a revolute joint per wheel). P4 uses the same layout with other data."""
-    core = RigidBody("core", mass=core_mass, inertia=core_inertia, angular_velocity=core_rate, frame="body")
+    torque-free gyrostat. ``laws``: three functions τ_i(t) replacing those torques.
+    ``model``: "hybrid" (one spin angle per wheel) or "body" (12 coordinates and a revolute joint
+    per wheel). P4 (:func:`p4_spacecraft`) uses the same layout with other data."""
+    core = RigidBody("core", mass=core_mass, inertia=core_inertia, angular_velocity=core_rate, frame="body",
+                     velocity=core_velocity)
     wheels = []
     for i, (axis, rate) in enumerate(zip(np.eye(3), spin_rates)):
-        law = (lambda t, rotor, i=i: torque * jnp.sin(2 * jnp.pi * t / 5 + i)) if motors else None
+        if laws is not None:
+            law = (lambda t, rotor, f=laws[i]: f(t))
+        else:
+            law = (lambda t, rotor, i=i: torque * jnp.sin(2 * jnp.pi * t / 5 + i)) if motors else None
         wheels.append(Rotor(f"wheel{i}", on=core, axis=axis, offset=0.5 * axis, mass=wheel_mass,
                             axial_inertia=wheel_axial, transverse_inertia=wheel_transverse, spin_rate=rate,
                             motor=law, model=model))
     return System([core, *wheels])
+
+
+def p4_spacecraft(model="hybrid", u_hat=(0.2, 0.1, -0.2), t_motor=10.0) -> System:
+    """P4a (hybrid-coordinate paper, spacecraft example; paper values not available, problems.md):
+    core 750 kg, inertia diag(900, 800, 600); wheels 12 kg, axial 0.1591549, transverse 0.0795775,
+    centres at 0.5 d_i; wheel rates (500, 200, −150) rpm relative to the core; core rate
+    (0.08, 0.01, 0) rad/s; torques u_i(t) = û_i sin²(πt/10) for t ≤ 10 s, then 0; no gravity.
+    The core starts at the origin with the velocity that makes the total linear momentum zero, so
+    the system's centre of mass (:data:`P4_CENTRE`) stays fixed and the core circles about it."""
+    laws = [lambda t, u=u: jnp.where(t <= t_motor, u * jnp.sin(jnp.pi * t / t_motor) ** 2, 0.0) for u in u_hat]
+    omega = np.array([0.08, 0.01, 0.0])
+    wheel_mass, core_mass = 12.0, 750.0
+    velocity = -wheel_mass * np.cross(omega, 0.5 * np.ones(3)) / (core_mass + 3 * wheel_mass)
+    return spacecraft(model, spin_rates=tuple(np.array([500.0, 200.0, -150.0]) * 2 * np.pi / 60), wheel_axial=0.1591549,
+                      wheel_transverse=0.0795775, wheel_mass=wheel_mass, core_mass=core_mass,
+                      core_inertia=(900.0, 800.0, 600.0), core_rate=tuple(omega), laws=laws, core_velocity=velocity)
+
+
+#: P4's fixed system centre of mass (core at the origin, wheels at 0.5 e_i), m.
+P4_CENTRE = 12.0 * 0.5 * np.ones(3) / (750.0 + 36.0)

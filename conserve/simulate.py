@@ -77,7 +77,7 @@ def compiled_count():
     return len(_compiled)
 
 
-def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chunk=CHUNK) -> Solution:
+def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chunk=CHUNK, progress=None) -> Solution:
     """Integrate ``system`` from t0 to t_end with the constant step dt.
 
     Parameters
@@ -88,6 +88,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     backend : "director" (energy-momentum midpoint DAE, DESIGN §6)
     newton : :class:`conserve.Newton` options (tolerance, iteration limit)
     chunk : steps per compiled scan chunk (≥ 1)
+    progress : optional callable ``progress(steps_done, n_steps)``, called after every chunk
 
     Returns
     -------
@@ -132,6 +133,8 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         per_step.append(out[1:5])
         diags.append(out[5])
         n, failed = int(n_new), bool(failed)
+        if progress is not None:
+            progress(n, n_steps)
     run_time = time.perf_counter() - tic
 
     q, v, s, p, theta = (np.concatenate(x) for x in zip(*nodes))

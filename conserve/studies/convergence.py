@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ConvergenceError
 from ..simulate import simulate
 
 
@@ -66,7 +67,8 @@ class ConvergenceTable:
     Attributes
     ----------
     dts : (k,) step sizes, s
-    errors, run_times, time_per_step : {label: (k,)} error measure, run time after compilation (s)
+    errors, run_times, time_per_step : {label: (k,)} error measure, run time after compilation (s);
+        NaN where Newton failed (listed in ``extra["failures"]``)
     unknowns : {label: int} Newton unknowns per step
     reference : description of the reference run
     """
@@ -86,8 +88,10 @@ class ConvergenceTable:
         return np.log(e[:-1] / e[1:]) / np.log(h[:-1] / h[1:])
 
     def fitted_order(self, label):
-        """Least-squares slope of log(error) against log(Δt)."""
-        return float(np.polyfit(np.log(self.dts), np.log(self.errors[label]), 1)[0])
+        """Least-squares slope of log(error) against log(Δt), over the runs that converged."""
+        e = np.asarray(self.errors[label])
+        ok = np.isfinite(e)
+        return float(np.polyfit(np.log(self.dts[ok]), np.log(e[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
 
     def to_markdown(self):
         labels = list(self.errors)
@@ -102,6 +106,8 @@ class ConvergenceTable:
             lines.append(f"| {h:g} | " + " | ".join(cells) + " |")
         lines.append("")
         lines += [f"- {m}: fitted order {self.fitted_order(m):.2f}, {self.unknowns[m]} unknowns per step" for m in labels]
+        for m, fails in self.extra.get("failures", {}).items():
+            lines.append(f"- {m}: Newton failed at Δt = {', '.join(f'{h:g} (step {n})' for h, n in fails)}")
         if self.reference:
             lines.append(f"- reference: {self.reference}")
         return "\n".join(lines)
@@ -170,11 +176,16 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
                 f"{getattr(error, '__name__', 'error')} = {error(ref, finer):.2e}")
     else:
         ref, note = reference, "given Solution"
-    errors, times, per_step, unknowns = {}, {}, {}, {}
+    errors, times, per_step, unknowns, failures = {}, {}, {}, {}, {}
     for m, asm in assemblies.items():
         errors[m], times[m], per_step[m] = [], [], []
         for h in dts:
-            runs = [simulate(asm, t_end, h, backend=backends[m], newton=newton) for _ in range(repeats)]
+            try:
+                runs = [simulate(asm, t_end, h, backend=backends[m], newton=newton) for _ in range(repeats)]
+            except ConvergenceError as err:  # a model that cannot take this step: say so, go on
+                failures.setdefault(m, []).append((h, err.step))
+                errors[m].append(np.nan), times[m].append(np.nan), per_step[m].append(np.nan)
+                continue
             best = min(runs, key=lambda s: s.stats["run_time"])
             errors[m].append(error(best, ref))
             times[m].append(best.stats["run_time"])
@@ -182,4 +193,4 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
             unknowns[m] = best.stats["unknowns"]
     arr = lambda d: {k: np.asarray(v) for k, v in d.items()}  # noqa: E731
     return ConvergenceTable(dts, arr(errors), arr(times), arr(per_step), unknowns,
-                            getattr(error, "__name__", "error"), note)
+                            getattr(error, "__name__", "error"), note, {"failures": failures})
