@@ -98,7 +98,7 @@ def run(out: Path, quick: bool = False) -> dict:
     report += [f"| {h:g} | {r:.0f}× |" if np.isfinite(r) else f"| {h:g} | body failed |" for h, r in zip(table.dts, ratio)]
     report += ["", f"- difference between the models at Δt = {cfg['dts'][-1]:g}: ε = {gap:.2e}",
                f"- energy balance (Δt = {cfg['dts'][-1]:g}): " + ", ".join(f"{m} {v:.1e}" for m, v in numbers["energy_balance"].items()),
-               f"- angular momentum drift: " + ", ".join(f"{m} {v:.1e}" for m, v in numbers["momentum"].items()),
+               "- angular momentum drift: " + ", ".join(f"{m} {v:.1e}" for m, v in numbers["momentum"].items()),
                "", "![path](path.png)", "![convergence](convergence.png)", "![conservation](conservation.png)"]
     (out / "report.md").write_text("\n".join(report) + "\n")
     print("\n".join(report))
