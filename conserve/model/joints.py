@@ -161,7 +161,22 @@ class Spherical(Joint):
         return [self._coincide(layout, self.at_a, self.at_b)]
 
 
-class Revolute(Joint):
+class _AxisJoint(Joint):
+    """A joint with a common point and a common axis n (world ``at``/``axis`` or body-fixed)."""
+
+    def __init__(self, a, b, at=None, axis=None, *, at_a=None, at_b=None, axis_a=None, axis_b=None,
+                 name=None):
+        super().__init__(a, b, name)
+        self.at_a, self.at_b = self._points(at, at_a, at_b)
+        self._geometry = self._axis(axis, axis_a, axis_b)
+
+    def _parallel_axes(self, layout):
+        """n_a·e1_b = n_a·e2_b = 0: the axis of a stays the axis of b."""
+        g = self._geometry
+        return [self._dot(layout, g["n_a"], g["e1_b"], "n·e1"), self._dot(layout, g["n_a"], g["e2_b"], "n·e2")]
+
+
+class Revolute(_AxisJoint):
     """Hinge: common point and common axis n, rotation about n free (5 constraints).
 
     Constraints: x_a = x_b, n_a·e1_b = 0, n_a·e2_b = 0 (e1, e2 ⟂ n in b). Coordinate: ``angle``
@@ -171,17 +186,8 @@ class Revolute(Joint):
     n_constraints = 5
     coordinates = ("angle",)
 
-    def __init__(self, a, b, at=None, axis=None, *, at_a=None, at_b=None, axis_a=None, axis_b=None,
-                 name=None):
-        super().__init__(a, b, name)
-        self.at_a, self.at_b = self._points(at, at_a, at_b)
-        self._geometry = self._axis(axis, axis_a, axis_b)
-
     def terms(self, layout):
-        g = self._geometry
-        return [self._coincide(layout, self.at_a, self.at_b),
-                self._dot(layout, g["n_a"], g["e1_b"], "n·e1"),
-                self._dot(layout, g["n_a"], g["e2_b"], "n·e2")]
+        return [self._coincide(layout, self.at_a, self.at_b)] + self._parallel_axes(layout)
 
 
 class Universal(Joint):
@@ -203,25 +209,17 @@ class Universal(Joint):
         return [self._coincide(layout, self.at_a, self.at_b), self._dot(layout, self.u, self.w, "u·w")]
 
 
-class Cylindrical(Joint):
+class Cylindrical(_AxisJoint):
     """Rotation about and slide along a common axis (4 constraints): n_a·e1_b = n_a·e2_b = 0 and
     e1_a·(x_b − x_a) = e2_a·(x_b − x_a) = 0. Coordinates: ``angle`` and ``slide`` (m along n)."""
 
     n_constraints = 4
     coordinates = ("angle", "slide")
 
-    def __init__(self, a, b, at=None, axis=None, *, at_a=None, at_b=None, axis_a=None, axis_b=None,
-                 name=None):
-        super().__init__(a, b, name)
-        self.at_a, self.at_b = self._points(at, at_a, at_b)
-        self._geometry = self._axis(axis, axis_a, axis_b)
-
     def terms(self, layout):
         g = self._geometry
-        return [self._dot(layout, g["n_a"], g["e1_b"], "n·e1"),
-                self._dot(layout, g["n_a"], g["e2_b"], "n·e2"),
-                self._offset(layout, self.at_a, g["e1_a"], self.at_b, "e1·Δx"),
-                self._offset(layout, self.at_a, g["e2_a"], self.at_b, "e2·Δx")]
+        return self._parallel_axes(layout) + [self._offset(layout, self.at_a, g["e1_a"], self.at_b, "e1·Δx"),
+                                              self._offset(layout, self.at_a, g["e2_a"], self.at_b, "e2·Δx")]
 
 
 class Prismatic(Cylindrical):
@@ -237,7 +235,7 @@ class Prismatic(Cylindrical):
         return super().terms(layout) + [self._dot(layout, g["e1_a"], g["e2_b"], "e1·e2", c)]
 
 
-class Planar(Joint):
+class Planar(_AxisJoint):
     """Plane-on-plane contact held closed (3 constraints): normals stay parallel
     (n_a·e1_b = n_a·e2_b = 0) and b's point stays in a's plane (n_a·(x_b − x_a) = 0).
     ``normal`` in world axes, or ``normal_a``/``normal_b`` body-fixed."""
@@ -246,15 +244,11 @@ class Planar(Joint):
 
     def __init__(self, a, b, at=None, normal=None, *, at_a=None, at_b=None, normal_a=None, normal_b=None,
                  name=None):
-        super().__init__(a, b, name)
-        self.at_a, self.at_b = self._points(at, at_a, at_b)
-        self._geometry = self._axis(normal, normal_a, normal_b)
+        super().__init__(a, b, at, normal, at_a=at_a, at_b=at_b, axis_a=normal_a, axis_b=normal_b, name=name)
 
     def terms(self, layout):
         g = self._geometry
-        return [self._dot(layout, g["n_a"], g["e1_b"], "n·e1"),
-                self._dot(layout, g["n_a"], g["e2_b"], "n·e2"),
-                self._offset(layout, self.at_a, g["n_a"], self.at_b, "n·Δx")]
+        return self._parallel_axes(layout) + [self._offset(layout, self.at_a, g["n_a"], self.at_b, "n·Δx")]
 
 
 class Fixed(Joint):
