@@ -168,11 +168,18 @@ class Solution:
         if name in bodies:
             master_name, axis = bodies[name]
             body, master = self[name], self[master_name]
-            a = body.rotation @ np.asarray(axis)  # the spin axis, fixed in both (revolute)
+            axis = np.asarray(axis)
+            a = body.rotation @ axis  # the spin axis, fixed in both (revolute)
             w_body = np.einsum("ni,ni->n", body.angular_velocity, a)
             J_axial = self.layout["body_rotor_axial_inertia"][name]
-            return RotorView(self.coordinates[f"{name} bearing"],
-                             w_body - np.einsum("ni,ni->n", master.angular_velocity, a), J_axial * w_body)
+            # spin angle: rotation of the rotor's axes relative to the master's about the axis (the
+            # rotor's axes equal the master's at t0), unwrapped; the midpoint rule turns < π per step
+            e1 = np.cross(axis, np.eye(3)[np.argmin(np.abs(axis))])
+            e1 /= np.linalg.norm(e1)
+            u, w = master.rotation @ e1, body.rotation @ e1
+            angle = np.unwrap(np.arctan2(np.einsum("ni,ni->n", a, np.cross(u, w)), np.einsum("ni,ni->n", u, w)))
+            return RotorView(angle - angle[0], w_body - np.einsum("ni,ni->n", master.angular_velocity, a),
+                             J_axial * w_body)
         raise KeyError(f"no rotor named {name!r}; rotors: {sorted(list(rotors) + list(bodies))}.")
 
     @property

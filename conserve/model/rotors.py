@@ -147,7 +147,9 @@ class Rotor:
                          velocity=m.velocity + np.cross(m.angular_velocity, centre - m.position),
                          angular_velocity=omega)
         joint = Revolute(m, body, at=centre, axis=axis_world, name=f"{self.name} joint")
-        elements = [body, joint, JointSpringDamper(joint, 0.0, self.friction, name=f"{self.name} bearing")]
+        elements = [body, joint]
+        if self.friction > 0:
+            elements.append(JointSpringDamper(joint, 0.0, self.friction, name=f"{self.name} bearing"))
         if self.motor is not None:
             law = self.motor
             elements.append(JointMotor(joint, lambda t, s, sd, master: law(t, RotorState(s, sd, master)),
