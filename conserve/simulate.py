@@ -24,7 +24,7 @@ from .model.system import Assembly, System
 from .solution import Solution, layout_record, node_diagnostics
 
 #: Steps per compiled chunk; steps past the end are masked, so every run length shares one
-#: compiled chunk (a masked step costs ~5 µs, so short runs report a higher time per step).
+#: compiled chunk (a masked step costs a few µs, so short runs report a higher time per step).
 CHUNK = 1024
 
 _compiled: dict = {}
@@ -37,21 +37,21 @@ def _chunk_fn(step, newton, length):
             active = (n < n_end) & ~failed
 
             def do(_):
-                return step(model, state, lam, t0 + n * h, h, newton)
+                new, new_lam, info = step(model, state, lam, t0 + n * h, h, newton)
+                return new, new_lam, info, node_diagnostics(model, new)
 
-            def skip(_):
-                info = jax.eval_shape(do, None)[2]
-                zeros = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info)
-                return state, lam, zeros._replace(converged=jnp.bool_(True))
+            def skip(_):  # past the end or after a failure: nothing to compute
+                shapes = jax.eval_shape(do, None)
+                info, diag = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes[2:])
+                return state, lam, info._replace(converged=jnp.bool_(True)), diag
 
-            new, new_lam, info = jax.lax.cond(active, do, skip, None)
+            new, new_lam, info, diag = jax.lax.cond(active, do, skip, None)
             failed_now = active & ~info.converged
             keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
             carry = (jax.tree.map(keep, state, new), keep(lam, new_lam), n + (active & info.converged),
                      failed | failed_now, jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
                                                        (info.history, info.iterations), failure))
-            return carry, (new, new_lam, info.iterations, info.work, info.dissipation,
-                           node_diagnostics(model, new))
+            return carry, (new, new_lam, info.iterations, info.work, info.dissipation, diag)
 
         failure = (jnp.full((newton.max_iterations,), jnp.nan), jnp.int32(0))  # the failed step's Newton record
         init = (state, lam, n0, jnp.bool_(False), failure)

@@ -152,3 +152,10 @@ def test_rotor_views_agree_between_models():
         np.testing.assert_allclose(rb.rate, rh.rate, rtol=1e-3)
         np.testing.assert_allclose(rb.angle, rh.angle, atol=2 * (w * 1e-3) ** 2 / 12 * abs(w) * 0.5 + 1e-6)
         np.testing.assert_allclose(rb.momentum, rh.momentum, rtol=1e-3)
+
+
+def test_full_body_wheels_converge_at_omega_h_twenty():
+    """Wheels at 500 rad/s, Δt = 0.04: the Cayley predictor keeps Newton converging at ωh = 20."""
+    sol = cs.simulate(spacecraft("body", spin_rates=(500.0, -300.0, 100.0)), t_end=0.4, dt=0.04)
+    assert sol.newton_iterations.max() <= 10
+    assert np.max(np.abs(sol.energy_balance_error)) <= 1e-12 * abs(sol.energy.total[0])
