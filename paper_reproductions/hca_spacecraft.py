@@ -10,7 +10,7 @@ conservation.png (energy balance and angular momentum), convergence.csv and repo
 
 from __future__ import annotations
 
-import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,9 @@ import numpy as np
 import conserve as cs
 from conserve import studies
 from conserve.problems import P4_CENTRE, p4_spacecraft
+
+sys.path.insert(0, str(Path(__file__).parent))  # the scripts' shared helpers
+from _study import command_line, write_report  # noqa: E402
 
 FULL = {"t_end": 100.0, "dts": (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01), "reference": 1e-3, "path_dt": 0.5}
 QUICK = {"t_end": 20.0, "dts": (0.5, 0.2, 0.1, 0.05), "reference": 5e-3, "path_dt": 0.5}
@@ -100,18 +103,12 @@ def run(out: Path, quick: bool = False) -> dict:
                f"- energy balance (Δt = {cfg['dts'][-1]:g}): " + ", ".join(f"{m} {v:.1e}" for m, v in numbers["energy_balance"].items()),
                "- angular momentum drift: " + ", ".join(f"{m} {v:.1e}" for m, v in numbers["momentum"].items()),
                "", "![path](path.png)", "![convergence](convergence.png)", "![conservation](conservation.png)"]
-    (out / "report.md").write_text("\n".join(report) + "\n")
-    print("\n".join(report))
-    print(f"\nwrote {out}/report.md, path.png, convergence.png, conservation.png, convergence.csv")
+    write_report(out, report, ["path.png", "convergence.png", "conservation.png", "convergence.csv"])
     return numbers
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("out/hca_spacecraft"))
-    parser.add_argument("--quick", action="store_true", help="T = 20 s and four step sizes (about a minute)")
-    args = parser.parse_args(argv)
-    run(args.out, args.quick)
+    command_line(run, __doc__, "out/hca_spacecraft", argv, quick_help="T = 20 s and four step sizes (about a minute)")
 
 
 if __name__ == "__main__":

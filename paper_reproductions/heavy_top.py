@@ -8,7 +8,7 @@ Writes into DIR (default out/heavy_top): conservation.png, convergence.png, conv
 
 from __future__ import annotations
 
-import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,9 @@ import conserve as cs
 from conserve import studies
 from conserve.plotting import plot_conservation
 from conserve.problems import HeavyTop
+
+sys.path.insert(0, str(Path(__file__).parent))  # the scripts' shared helpers
+from _study import command_line, write_report  # noqa: E402
 
 
 def run(out: Path, quick: bool = False) -> dict:
@@ -44,18 +47,12 @@ def run(out: Path, quick: bool = False) -> dict:
               f"{len(sol) - 1} steps of 2e-3 s: energy drift {numbers['energy']:.1e}, J·e3 drift {numbers['J3']:.1e}, "
               f"max constraint residual {numbers['constraints']:.1e}.", "", table.to_markdown(), "",
               "![conservation](conservation.png)", "![convergence](convergence.png)"]
-    (out / "report.md").write_text("\n".join(report) + "\n")
-    print("\n".join(report))
-    print(f"\nwrote {out}/report.md, conservation.png, convergence.png, convergence.csv")
+    write_report(out, report, ["conservation.png", "convergence.png", "convergence.csv"])
     return numbers
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("out/heavy_top"))
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args(argv)
-    run(args.out, args.quick)
+    command_line(run, __doc__, "out/heavy_top", argv)
 
 
 if __name__ == "__main__":
