@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from .model import (Gravity, JointMotor, JointSpringDamper, Prismatic, Revolute, RigidBody, Rotor, Spherical,
-                    System, Universal, ground)
+from .model import (Fixed, Gravity, JointMotor, JointSpringDamper, PointMass, Prismatic, Revolute, RigidBody, Rope,
+                    Rotor, Spherical, System, Universal, ground)
 
 G = 9.81
 
@@ -253,3 +253,61 @@ def p4_spacecraft(model="hybrid", u_hat=(0.2, 0.1, -0.2), t_motor=10.0) -> Syste
 
 #: P4's fixed system centre of mass (core at the origin, wheels at 0.5 e_i), m.
 P4_CENTRE = 12.0 * 0.5 * np.ones(3) / (750.0 + 36.0)
+
+
+@dataclass(frozen=True)
+class RotaryCrane:
+    """P5: rotary crane with a winch (hybrid-coordinate paper; paper values not available).
+
+    Tower on a revolute joint to the ground about e3 (mass 50, height 2, inertia
+    diag(16.7, 16.7, 0.5)); boom fixed to the tower top at 45° elevation in the x–z plane (mass 20,
+    length 2, transverse 6.7, axial 0.05); a winch drum as a hybrid rotor on the boom, axis along
+    the luffing axis e2, centre 0.3 from the boom root (mass 5, radius 0.1, axial 0.025, transverse
+    0.0167); a rope from the boom tip to a 10 kg load, free length L = 1.5 + r (α − α0); at rest,
+    rope vertical. Slew motor τ_s = 50 sin²(πt/2) (t ≤ 2), winch motor
+    τ_w = −m g r − 2 sin²(πt/2) (t ≤ 2), then −m g r (holds the load). ``stress=True``: both
+    motors off, the load falls with a = g m/(m + J_a/r²)."""
+
+    stress: bool = False
+    m_load: float = 10.0
+    radius: float = 0.1
+    drum_axial: float = 0.025
+    g: float = G
+
+    @property
+    def boom_axis(self):
+        return np.array([1.0, 0.0, 1.0]) / np.sqrt(2.0)
+
+    @property
+    def tip(self):
+        return np.array([0.0, 0.0, 2.0]) + 2.0 * self.boom_axis
+
+    def drop_acceleration(self):
+        """a = g m / (m + J_a / r²) of the stress variant, m/s²."""
+        return self.g * self.m_load / (self.m_load + self.drum_axial / self.radius**2)
+
+    def system(self, model="hybrid") -> System:
+        if model != "hybrid":
+            raise NotImplementedError("P5 with a full-body winch needs a rope on a body drum (not available yet).")
+        u = self.boom_axis
+        R_boom = np.column_stack([u, [0.0, 1.0, 0.0], np.cross(u, [0.0, 1.0, 0.0])])
+        tower = RigidBody("tower", mass=50.0, inertia=(16.7, 16.7, 0.5), position=(0.0, 0.0, 1.0))
+        boom = RigidBody("boom", mass=20.0, inertia=(0.05, 6.7, 6.7), position=np.array([0.0, 0.0, 2.0]) + u,
+                         orientation=R_boom)
+        m, r, g = self.m_load, self.radius, self.g
+        if self.stress:
+            slew = winch_law = None
+        else:
+            pulse = lambda t: jnp.where(t <= 2.0, jnp.sin(jnp.pi * t / 2.0) ** 2, 0.0)  # noqa: E731
+            slew = lambda t, s, s_dot: 50.0 * pulse(t)  # noqa: E731
+            winch_law = lambda t, rotor: -m * g * r - 2.0 * pulse(t)  # noqa: E731
+        drum = Rotor("drum", on=boom, axis=(0.0, 1.0, 0.0), offset=(-0.7, 0.0, 0.0), mass=5.0,
+                     axial_inertia=self.drum_axial, transverse_inertia=0.0167, motor=winch_law)
+        load = PointMass("load", mass=m, position=self.tip - [0.0, 0.0, 1.5])
+        base = Revolute(ground, tower, at=(0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0), name="slew bearing")
+        elements = [tower, boom, drum, load, base, Fixed(tower, boom, at=(0.0, 0.0, 2.0), name="boom mount"),
+                    Rope(boom, load, winch=drum, radius=r, points=(self.tip, load.position), name="rope"),
+                    Gravity((0.0, 0.0, -g))]
+        if slew is not None:
+            elements.append(JointMotor(base, slew, name="slew motor"))
+        return System(elements)
