@@ -4,7 +4,7 @@ Importing conserve enables jax float64 (see :mod:`conserve._x64`).
 """
 
 from . import _x64  # noqa: F401  (must run before any jax array is created)
-from . import kinematics, problems  # noqa: F401
+from . import kinematics, problems, studies  # noqa: F401
 from .discrete import Newton
 from .errors import (ConvergenceError, InconsistentInitialState, InvalidInertia, InvalidMass,
                      InvalidOrientation, ModelError, SimulationError)
