@@ -144,7 +144,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
              "time_per_step": run_time / max(n, 1), "newton_tol": newton.tol,
              "unknowns": int(sum(np.size(a) for a in (state.q, lam, state.p, state.theta)))}
     multipliers = np.zeros((n, len(layout.constraint_rows)))
-    multipliers[:, np.asarray(model.constraint_keep)] = lams * (2.0 / dt**2)
+    multipliers[:, list(model.constraint_keep)] = lams * (2.0 / dt**2)
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
                         newton_iterations=iters, work=work, dissipation=dissipation,
                         layout=layout_record(layout), diagnostics=diagnostics, stats=stats)

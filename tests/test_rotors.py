@@ -159,3 +159,12 @@ def test_full_body_wheels_converge_at_omega_h_twenty():
     sol = cs.simulate(spacecraft("body", spin_rates=(500.0, -300.0, 100.0)), t_end=0.4, dt=0.04)
     assert sol.newton_iterations.max() <= 10
     assert np.max(np.abs(sol.energy_balance_error)) <= 1e-12 * abs(sol.energy.total[0])
+
+
+def test_rotor_views_survive_save_and_load(tmp_path):
+    for model in ("hybrid", "body"):
+        sol = cs.simulate(spacecraft(model), t_end=0.05, dt=1e-2)
+        sol.save(tmp_path / model)
+        back = cs.Solution.load(tmp_path / model)
+        for field in ("angle", "rate", "momentum"):
+            np.testing.assert_array_equal(getattr(back.rotor("wheel1"), field), getattr(sol.rotor("wheel1"), field))

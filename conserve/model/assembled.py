@@ -57,9 +57,10 @@ def _n_elements(params):
 
 @partial(
     jax.tree_util.register_dataclass,
-    data_fields=["mu", "translational", "rigid_frames", "constraint_params", "constraint_keep",
+    data_fields=["mu", "translational", "rigid_frames", "constraint_params",
                  "potential_params", "coordinate_params", "load_params", "rotor_params"],
-    meta_fields=["constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws"],
+    meta_fields=["constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws",
+                 "constraint_keep"],
 )
 @dataclass(frozen=True)
 class Model:
@@ -70,7 +71,8 @@ class Model:
     mu : (n_blocks, n_blocks) block mass matrix, M = kron(μ, I3)
     translational : (n_blocks,) 1 for blocks that are positions (φ), 0 for directors
     rigid_frames : (n_rigid, 4) block indices (φ, d1, d2, d3) of the rigid bodies
-    constraint_keep : (n_c,) rows of g kept in the step (redundant rows dropped at assembly)
+    constraint_keep : (static) tuple of the rows of g kept in the step (redundant rows dropped at
+        assembly); static so that the usual case, nothing dropped, costs no indexing
     *_params, *_kinds : per kind, the stacked parameters and the kind (static)
     rotor_params : hybrid rotors: ``frame`` (n_r, 4) of the master, ``axis`` (n_r, 3) body-fixed unit
         axis a, ``axial_inertia`` J_a (n_r,), ``friction`` c (n_r,)
@@ -81,7 +83,6 @@ class Model:
     translational: jax.Array
     rigid_frames: jax.Array
     constraint_params: tuple
-    constraint_keep: jax.Array
     potential_params: tuple
     coordinate_params: tuple
     load_params: tuple
@@ -91,6 +92,7 @@ class Model:
     load_kinds: tuple
     rotor_params: dict
     rotor_laws: tuple
+    constraint_keep: tuple
 
     @property
     def n_coordinates(self):
@@ -183,7 +185,15 @@ class Model:
     @property
     def n_constraints(self):
         """Number of constraint rows used in the step (after dropping redundant rows)."""
-        return self.constraint_keep.shape[0]
+        return len(self.constraint_keep)
+
+    @property
+    def _n_rows(self):
+        return sum(len(k.rows) * _n_elements(p) for k, p in zip(self.constraint_kinds, self.constraint_params))
+
+    @property
+    def _all_kept(self):
+        return len(self.constraint_keep) == self._n_rows
 
     def configuration(self, q, theta):
         """The :class:`Configuration` constraint kinds see: blocks and rotor spin angles."""
@@ -197,14 +207,15 @@ class Model:
 
     def constraints(self, q, theta):
         """g(q, θ) restricted to the kept rows, (n_c,)."""
-        return self.all_constraints(q, theta)[self.constraint_keep]
+        g = self.all_constraints(q, theta)
+        return g if self._all_kept else g[np.asarray(self.constraint_keep, dtype=np.int64)]
 
     def constraint_force(self, q0, q1, theta0, theta1, lam):
         """(Ḡ_qᵀ λ (n_q,), Ḡ_θᵀ λ (n_r,)): G(q_{n+½}, θ_{n+½})ᵀλ for quadratic kinds (exact
         discrete derivative), the invariant-space discrete gradient of λ·outer(π) for kinds with
         ``outer``."""
-        n_all = sum(len(k.rows) * _n_elements(p) for k, p in zip(self.constraint_kinds, self.constraint_params))
-        lam_all = jnp.zeros(n_all, q0.dtype).at[self.constraint_keep].set(lam)
+        lam_all = lam if self._all_kept else \
+            jnp.zeros(self._n_rows, q0.dtype).at[np.asarray(self.constraint_keep, dtype=np.int64)].set(lam)
         Q0, Q1 = self.configuration(q0, theta0), self.configuration(q1, theta1)
         cotangents, offset = [], 0
         for kind, p in zip(self.constraint_kinds, self.constraint_params):

@@ -218,7 +218,7 @@ class System:
         rigid = np.array([layout.frame(p) for p in parts if p.n_blocks == 4], dtype=np.int64).reshape(-1, 4)
         model = Model(
             mu=jnp.asarray(mu), translational=jnp.asarray(translational), rigid_frames=jnp.asarray(rigid),
-            constraint_keep=jnp.arange(len(layout.constraint_rows)),
+            constraint_keep=tuple(range(len(layout.constraint_rows))),
             **{f"{f}_params": tuple(p for _, p, _ in g) for f, g in groups.items()},
             **{f"{f}_kinds": tuple(k for k, _, _ in g) for f, g in groups.items()},
             rotor_params={k: jnp.asarray(v) for k, v in rotor_params.items()},
@@ -230,7 +230,7 @@ class System:
                       jnp.zeros(len(rotors)))
         spin_rates = np.array([r.spin_rate for r in rotors])
         keep = _check_constraints(model, layout, state, spin_rates, row_priority, redundant)
-        model = Model(**{**model.__dict__, "constraint_keep": jnp.asarray(keep, dtype=jnp.int64)})
+        model = Model(**{**model.__dict__, "constraint_keep": tuple(int(i) for i in keep)})
         return Assembly(model, layout, state)
 
 
