@@ -31,3 +31,15 @@ def test_crane_conserves_after_the_motors_stop():
     assert np.ptp(sol.angular_momentum[:, 2]) > 1.0  # the slew motor did spin it up
     assert np.ptp(sol.rotor("drum").angle) > 1.0  # and the winch moved the load
 
+
+
+
+def test_a_field_on_listed_parts_also_pulls_their_hybrid_rotors():
+    """Gravity(parts=[body]) acts on the hybrid rotor riding on the body too: the pair falls at
+    exactly g (without the rotor's weight it would fall at g m/(m + m_rotor) = 0.8 g)."""
+    body = cs.RigidBody("body", mass=4.0, inertia=(1.0, 1.0, 1.0))
+    rotor = cs.Rotor("rotor", on=body, axis=(0, 0, 1), offset=(0.1, 0.0, 0.0), mass=1.0, axial_inertia=0.01,
+                     transverse_inertia=0.006, spin_rate=30.0)
+    sol = cs.simulate(cs.System([body, rotor, cs.Gravity(parts=[body])]), t_end=0.5, dt=1e-2)
+    centre = (4.0 * sol["body"].position + 1.0 * (sol["body"].position + sol["body"].rotation @ [0.1, 0.0, 0.0])) / 5.0
+    np.testing.assert_allclose(centre[:, 2] - centre[0, 2], -0.5 * 9.81 * sol.t**2, atol=1e-12)

@@ -37,46 +37,61 @@ def _massive(parts, name):
     return parts
 
 
-class Gravity:
+class _Field:
+    """A force field acting on every mass of the system (or of ``parts`` and the hybrid rotors they
+    carry): one term of ``kind`` per mass, with the field's own parameters."""
+
+    kind = None
+
+    def __init__(self, parts, name):
+        self.name = name
+        self._parts = _massive(parts, name)
+
+    def parts(self):
+        return self._parts or ()
+
+    def field_params(self):
+        raise NotImplementedError
+
+    def terms(self, layout):
+        return [Term(self.kind, {"frame": frame, "at": at, "mass": mass, **self.field_params()}, owner)
+                for frame, at, mass, owner in layout.masses(self._parts)]
+
+
+class Gravity(_Field):
     """Uniform gravity field g (m/s², inertial frame) on every body and point mass (or ``parts``).
 
     Its potential V = −Σ m g·x_c is linear in q, so the midpoint gradient is exact (DESIGN §5).
     """
 
+    kind = UniformGravity
+
     def __init__(self, g=(0.0, 0.0, -9.81), parts=None, name="gravity"):
-        self.name = name
+        super().__init__(parts, name)
         self.g = _vec3(name, "g", g)
-        self._parts = _massive(parts, name)
 
-    def parts(self):
-        return self._parts or ()
-
-    def terms(self, layout):
-        return [Term(UniformGravity, {"frame": frame, "at": at, "mass": mass, "g": self.g}, owner)
-                for frame, at, mass, owner in layout.masses(self._parts)]
+    def field_params(self):
+        return {"g": self.g}
 
     def __repr__(self):
         return f"Gravity({self.g.tolist()})"
 
 
-class CentralGravity:
+class CentralGravity(_Field):
     """Newtonian gravity of a point mass μ = G M (m³/s²) at the origin on every body and point
     mass (or ``parts``): V = −μ m / |x_c| (no gravity-gradient torque). Conserves angular momentum
     about the origin exactly (closed-form invariant discrete gradient, rotor-scheme.md §3)."""
 
+    kind = CentralGravityKind
+
     def __init__(self, mu, parts=None, name="central gravity"):
-        self.name = name
+        super().__init__(parts, name)
         self.mu = float(mu)
         if not (self.mu > 0 and np.isfinite(self.mu)):
             raise ModelError(f"'{name}': mu must be positive, got {mu!r} m³/s².")
-        self._parts = _massive(parts, name)
 
-    def parts(self):
-        return self._parts or ()
-
-    def terms(self, layout):
-        return [Term(CentralGravityKind, {"frame": frame, "at": at, "mass": mass, "mu": self.mu}, owner)
-                for frame, at, mass, owner in layout.masses(self._parts)]
+    def field_params(self):
+        return {"mu": self.mu}
 
 
 def _load_function(name, what, value):

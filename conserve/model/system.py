@@ -90,13 +90,11 @@ class Layout:
 
     def masses(self, only=None):
         """(frame, body point, mass, owner) of every mass: parts at their centre of mass and hybrid
-        rotors at their centre on the master; ``only`` restricts to the listed parts and rotors."""
-        out = [(self.frame(p), np.zeros(3), p.mass, p.name) for p in self.parts]
-        out += [(self.frame(r.master), r.offset, r.mass, r.name) for r in self.rotors]
-        if only is not None:
-            names = {e.name for e in only}
-            out = [m for m in out if m[3] in names]
-        return out
+        rotors at their centre on the master; ``only`` restricts to the listed parts and the hybrid
+        rotors riding on them."""
+        keep = (lambda part: True) if only is None else (lambda part: any(part is o for o in only))  # noqa: E731
+        return ([(self.frame(p), np.zeros(3), p.mass, p.name) for p in self.parts if keep(p)]
+                + [(self.frame(r.master), r.offset, r.mass, r.name) for r in self.rotors if keep(r.master)])
 
     def describe(self):
         """{name: (kind, first block, number of blocks)} for saving with a Solution."""

@@ -284,8 +284,8 @@ class Load:
     def generalized_force(self, p, Q0, Q1, t, h):
         frame = p["frame"]
         dQ = Q1 - Q0
-        d, dd = 0.5 * (Q0 + Q1)[frame[:, 1:]], dQ[frame[:, 1:]]
         state = midpoint_state(Q0, Q1, frame, h)
+        d, dd = jnp.swapaxes(state.rotation, 1, 2), dQ[frame[:, 1:]]  # midpoint directors in rows, Δd_i
         F, M = p["force"], p["torque"]
         if self.force_fn is not None:
             F = jax.vmap(self.force_fn, in_axes=(None, 0))(t, state)
