@@ -1,8 +1,9 @@
 """Command line (also ``python -m conserve``):
 
     conserve demo                                   heavy top: conservation summary and a plot
-    conserve reproduce spacecraft|heavy-top|all [--out DIR] [--quick]
-    conserve convergence heavy-top|spacecraft|pendulum --dt 2e-3 1e-3 5e-4 [--t-end T] [--out DIR]
+    conserve reproduce spacecraft|crane|heavy-top|all [--out DIR] [--quick]
+    conserve convergence heavy-top|spacecraft|crane|pendulum --dt 2e-3 1e-3 5e-4 [--t-end T]
+                         [--backend director] [--out DIR]
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPRODUCTIONS = {"heavy-top": "heavy_top.py", "spacecraft": "hca_spacecraft.py"}
+from .backends import BACKENDS
+
+REPRODUCTIONS = {"heavy-top": "heavy_top.py", "spacecraft": "hca_spacecraft.py", "crane": "hca_rotary_crane.py"}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,18 +71,21 @@ def reproduce(which: str, out: Path, quick: bool) -> int:
     return 0
 
 
-def convergence(problem: str, dts, t_end: float, out: Path) -> int:
+def convergence(problem: str, dts, t_end: float, out: Path, backend: str = "director") -> int:
     from conserve import studies
-    from conserve.problems import HeavyTop, ThompsonPendulum, spacecraft
+    from conserve.problems import HeavyTop, RotaryCrane, ThompsonPendulum, spacecraft
 
     if problem == "heavy-top":
         models, error = {"heavy top": HeavyTop().system()}, studies.marker_error("top")
     elif problem == "spacecraft":
         models = {"hybrid": spacecraft("hybrid"), "body": spacecraft("body")}
         error = studies.relative_error(["core"])
+    elif problem == "crane":
+        models = {m: RotaryCrane().system(m) for m in ("hybrid", "body")}
+        error = studies.relative_error(["tower", "load"])
     else:
         models, error = {"pendulum": ThompsonPendulum().system()}, studies.relative_error(["pendulum"])
-    table = studies.convergence(models, dts, t_end, error=error)
+    table = studies.convergence(models, dts, t_end, error=error, backend=backend)
     print(table.to_markdown())
     out.mkdir(parents=True, exist_ok=True)
     table.plot(out / f"convergence_{problem}.png")
@@ -101,13 +107,14 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("out"))
     p.add_argument("--quick", action="store_true", help="shorter runs, fewer step sizes")
     p = sub.add_parser("convergence", help="convergence and work-precision table of a problem")
-    p.add_argument("problem", choices=["heavy-top", "spacecraft", "pendulum"])
+    p.add_argument("problem", choices=["heavy-top", "spacecraft", "crane", "pendulum"])
     p.add_argument("--dt", type=float, nargs="+", required=True)
     p.add_argument("--t-end", type=float, default=1.0)
+    p.add_argument("--backend", choices=sorted(BACKENDS), default="director")
     p.add_argument("--out", type=Path, default=Path("out"))
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args.out, args.t_end, args.dt)
     if args.command == "reproduce":
         return reproduce(args.which, args.out, args.quick)
-    return convergence(args.problem, args.dt, args.t_end, args.out)
+    return convergence(args.problem, args.dt, args.t_end, args.out, args.backend)

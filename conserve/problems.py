@@ -287,8 +287,7 @@ class RotaryCrane:
         return self.g * self.m_load / (self.m_load + self.drum_axial / self.radius**2)
 
     def system(self, model="hybrid") -> System:
-        if model != "hybrid":
-            raise NotImplementedError("P5 with a full-body winch needs a rope on a body drum (not available yet).")
+        """The crane with the winch drum as a hybrid rotor or (``model="body"``) a full body."""
         u = self.boom_axis
         R_boom = np.column_stack([u, [0.0, 1.0, 0.0], np.cross(u, [0.0, 1.0, 0.0])])
         tower = RigidBody("tower", mass=50.0, inertia=(16.7, 16.7, 0.5), position=(0.0, 0.0, 1.0))
@@ -302,7 +301,7 @@ class RotaryCrane:
             slew = lambda t, s, s_dot: 50.0 * pulse(t)  # noqa: E731
             winch_law = lambda t, rotor: -m * g * r - 2.0 * pulse(t)  # noqa: E731
         drum = Rotor("drum", on=boom, axis=(0.0, 1.0, 0.0), offset=(-0.7, 0.0, 0.0), mass=5.0,
-                     axial_inertia=self.drum_axial, transverse_inertia=0.0167, motor=winch_law)
+                     axial_inertia=self.drum_axial, transverse_inertia=0.0167, motor=winch_law, model=model)
         load = PointMass("load", mass=m, position=self.tip - [0.0, 0.0, 1.5])
         base = Revolute(ground, tower, at=(0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0), name="slew bearing")
         elements = [tower, boom, drum, load, base, Fixed(tower, boom, at=(0.0, 0.0, 2.0), name="boom mount"),

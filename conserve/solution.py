@@ -24,7 +24,7 @@ FORMAT_VERSION = 1
 def node_diagnostics(model: Model, state: State):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s) and
     max-norm residual of *all* constraint rows (dropped redundant ones included) at one node."""
-    g = model.all_constraints(state.q, state.theta)
+    g = model.all_constraints(state.q, state.theta, state.s)
     return {"kinetic_energy": model.kinetic_energy(state.v, state.p),
             "potential_energy": model.potential_energy(state.q, state.s),
             "linear_momentum": model.linear_momentum(state.v),

@@ -1,5 +1,5 @@
-"""P5 rotary crane with a hybrid winch drum: the stress variant's drop, and conservation once the
-motors stop (the holding torque's work is in the energy balance)."""
+"""P5 rotary crane with a hybrid or full-body winch drum: the stress variant's drop, and
+conservation once the motors stop (the holding torque's work is in the energy balance)."""
 
 import numpy as np
 import pytest
@@ -32,6 +32,23 @@ def test_crane_conserves_after_the_motors_stop():
     assert np.ptp(sol.rotor("drum").angle) > 1.0  # and the winch moved the load
 
 
+
+def test_rope_on_a_full_body_drum():
+    """The rope as a relation between tracked joint coordinates, ℓ − r α = L0: the same degrees
+    of freedom as the hybrid winch, exact energy, the rope length equal to L0 + r α at every
+    step, and the drop converging to g m/(m + J_a/r²) as the body drum's step shrinks."""
+    crane = RotaryCrane(stress=True)
+    assembly = crane.system("body").assemble()
+    assert assembly.degrees_of_freedom == crane.system("hybrid").assemble().degrees_of_freedom == 4
+    sol = cs.simulate(assembly, t_end=0.5, dt=5e-3)
+    rope = np.linalg.norm(sol["load"].position - crane.tip, axis=1)
+    np.testing.assert_allclose(rope, 1.5 + crane.radius * sol.coordinates["rope drum angle"], atol=1e-12)
+    assert np.ptp(rope) > 0.9
+    assert np.max(np.abs(sol.energy_balance_error)) <= 1e-10 * np.max(np.abs(sol.energy.kinetic))
+    np.testing.assert_allclose(sol.angular_momentum[:, 2], 0.0, atol=1e-12)  # nothing turns it about e3
+    z = sol["load"].position[:, 2]
+    a = -2.0 * (z[-1] - z[0]) / 0.5**2
+    assert a == pytest.approx(crane.drop_acceleration(), rel=1e-3)  # ωh ≤ 0.2
 
 
 def test_a_field_on_listed_parts_also_pulls_their_hybrid_rotors():

@@ -68,11 +68,12 @@ def step(model: Model, state: State, lam, t, h, newton):
     their axial momenta and spin angles,
 
         R1 = (h/2)[M'(v_{n+1} − v_n) + Σ_k (p̄_k A_k Δq + Δp_k r_k) + h f] + Ḡ_qᵀ λ̃
-        R2 = g(q_{n+1}, θ_{n+1})
+        R2 = g(q_{n+1}, θ_{n+1}, s_{n+1})
         R3 = Δp − h τ(t_{n+½}) + (2/h) Ḡ_θᵀ λ̃        (τ: motor minus bearing friction)
         R4 = Δθ − h p̄/J_a + r·Δq
 
-    so that E_{n+1} − E_n = Σ τ Δθ + (work of other loads) − (dissipation) and ΔJ = 0 exactly.
+    (Ḡ_s λ̃ enters f through the joint coordinates' ∇̄s when a constraint couples them), so that
+    E_{n+1} − E_n = Σ τ Δθ + (work of other loads) − (dissipation) and ΔJ = 0 exactly.
 
     Parameters
     ----------
@@ -90,21 +91,24 @@ def step(model: Model, state: State, lam, t, h, newton):
     """
     q0, v0 = state.q, state.v
     nq, nc, nr = q0.shape[0], lam.shape[0], state.p.shape[0]
+    coupled = model.couples_coordinates
     split = lambda x: (x[:nq], x[nq:nq + nc], x[nq + nc:nq + nc + nr], x[nq + nc + nr:])  # noqa: E731
 
     def residual(x):
         dq, lam_, dp, dtheta = split(x)
         q1, theta1 = q0 + dq, state.theta + dtheta
         v1 = 2.0 * dq / h - v0
-        f = model.discrete_forces(t, h, state, q1)[0]
-        gq, gtheta = model.constraint_force(q0, q1, state.theta, theta1, lam_)
+        # coordinate relations act through ∇̄s and are enforced on s_{n+1} = s_n + Δs(q_n, q_{n+1})
+        s1 = state.s + model.coordinate_increments(q0, q1) if coupled else state.s
+        gq, gtheta, gs = model.constraint_force(q0, q1, state.theta, theta1, state.s, s1, lam_)
+        f = model.discrete_forces(t, h, state, q1, (2.0 / h**2) * gs if coupled else None)[0]
         r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + gq
         if not nr:  # no hybrid rotors: the plain step of DESIGN §6
-            return jnp.concatenate([r1, model.constraints(q1, theta1)])
+            return jnp.concatenate([r1, model.constraints(q1, theta1, s1)])
         rotor_force, r_dq, tau, _, _ = model.rotor_step(t, h, state, q1, dp, dtheta)
         r3 = dp - h * tau + (2.0 / h) * gtheta
         r4 = dtheta - h * (state.p + 0.5 * dp) / model.rotor_params["axial_inertia"] + r_dq
-        return jnp.concatenate([r1 + 0.5 * h * rotor_force, model.constraints(q1, theta1), r3, r4])
+        return jnp.concatenate([r1 + 0.5 * h * rotor_force, model.constraints(q1, theta1, s1), r3, r4])
 
     rates = model.rotor_relative_rates(q0, v0, state.p)
     x0 = jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(nr), h * rates])

@@ -195,28 +195,39 @@ class Model:
     def _all_kept(self):
         return len(self.constraint_keep) == self._n_rows
 
-    def configuration(self, q, theta):
-        """The :class:`Configuration` constraint kinds see: blocks and rotor spin angles."""
-        return Configuration(self.blocks(q), theta)
+    @property
+    def couples_coordinates(self):
+        """True if a constraint reads the tracked joint coordinates s (coordinate relations)."""
+        return any(getattr(k, "reads_coordinates", False) for k in self.constraint_kinds)
 
-    def all_constraints(self, q, theta):
-        """g(q, θ) with every row, kind by kind, element-major within a kind (monitoring)."""
-        C = self.configuration(q, theta)
+    def configuration(self, q, theta, s):
+        """The :class:`Configuration` constraint kinds see: blocks, rotor spin angles, joint coordinates."""
+        return Configuration(self.blocks(q), theta, s)
+
+    def all_constraints(self, q, theta, s):
+        """g(q, θ, s) with every row, kind by kind, element-major within a kind (monitoring)."""
+        C = self.configuration(q, theta, s)
         rows = [k.residual(p, C).ravel() for k, p in zip(self.constraint_kinds, self.constraint_params)]
         return jnp.concatenate(rows) if rows else jnp.zeros((0,), q.dtype)
 
-    def constraints(self, q, theta):
-        """g(q, θ) restricted to the kept rows, (n_c,)."""
-        g = self.all_constraints(q, theta)
+    def constraints(self, q, theta, s):
+        """g(q, θ, s) restricted to the kept rows, (n_c,)."""
+        g = self.all_constraints(q, theta, s)
         return g if self._all_kept else g[np.asarray(self.constraint_keep, dtype=np.int64)]
 
-    def constraint_force(self, q0, q1, theta0, theta1, lam):
-        """(Ḡ_qᵀ λ (n_q,), Ḡ_θᵀ λ (n_r,)): G(q_{n+½}, θ_{n+½})ᵀλ for quadratic kinds (exact
-        discrete derivative), the invariant-space discrete gradient of λ·outer(π) for kinds with
-        ``outer``."""
+    def initial_constraints(self, q, theta):
+        """g(q, θ, s(q)) with the joint coordinates computed from q: for the checks at assembly,
+        where G = ∂g/∂(q, θ) must include the dependence of s on q."""
+        return self.all_constraints(q, theta, self.coordinate_values(q))
+
+    def constraint_force(self, q0, q1, theta0, theta1, s0, s1, lam):
+        """(Ḡ_qᵀ λ (n_q,), Ḡ_θᵀ λ (n_r,), Ḡ_sᵀ λ (n_s,)): G(q_{n+½}, θ_{n+½}, s_{n+½})ᵀλ for
+        quadratic kinds (exact discrete derivative), the invariant-space discrete gradient of
+        λ·outer(π) for kinds with ``outer``. The s part acts on q through the exact discrete
+        derivatives ∇̄s of the joint coordinates (``coordinate_load`` of :meth:`discrete_forces`)."""
         lam_all = lam if self._all_kept else \
             jnp.zeros(self._n_rows, q0.dtype).at[np.asarray(self.constraint_keep, dtype=np.int64)].set(lam)
-        Q0, Q1 = self.configuration(q0, theta0), self.configuration(q1, theta1)
+        C0, C1 = self.configuration(q0, theta0, s0), self.configuration(q1, theta1, s1)
         cotangents, offset = [], 0
         for kind, p in zip(self.constraint_kinds, self.constraint_params):
             n, r = _n_elements(p), len(kind.rows)
@@ -225,17 +236,17 @@ class Model:
             if hasattr(kind, "outer"):
                 def dg(pe, a, b, le, kind=kind):
                     return discrete_gradient(lambda pi: le @ kind.outer(pe, pi), a, b)
-                lk = jax.vmap(dg)(p, kind.invariants(p, Q0), kind.invariants(p, Q1), lk)
+                lk = jax.vmap(dg)(p, kind.invariants(p, C0), kind.invariants(p, C1), lk)
             cotangents.append(lk)
 
-        def fields(q, theta):
-            C = self.configuration(q, theta)
+        def fields(q, theta, s):
+            C = self.configuration(q, theta, s)
             return [k.invariants(p, C) if hasattr(k, "outer") else k.residual(p, C)
                     for k, p in zip(self.constraint_kinds, self.constraint_params)]
 
         if not cotangents:
-            return jnp.zeros_like(q0), jnp.zeros_like(theta0)
-        return jax.vjp(fields, 0.5 * (q0 + q1), 0.5 * (theta0 + theta1))[1](cotangents)
+            return jnp.zeros_like(q0), jnp.zeros_like(theta0), jnp.zeros_like(s0)
+        return jax.vjp(fields, 0.5 * (q0 + q1), 0.5 * (theta0 + theta1), 0.5 * (s0 + s1))[1](cotangents)
 
     # --- joint coordinates (spring-damper-motor elements) -------------------------------
     def _coordinate_groups(self):
@@ -253,6 +264,13 @@ class Model:
         vals = [jax.vmap(k.geometry.value)(k.geometry.invariants(p, Q)) for k, p, _ in self._coordinate_groups()]
         return jnp.concatenate(vals) if vals else jnp.zeros((0,), q.dtype)
 
+    def coordinate_increments(self, q0, q1):
+        """Exact increments Δs (n_s,) of the joint coordinates over a step."""
+        Q0, Q1 = self.blocks(q0), self.blocks(q1)
+        ds = [jax.vmap(k.geometry.increment)(k.geometry.invariants(p, Q0), k.geometry.invariants(p, Q1))[0]
+              for k, p, _ in self._coordinate_groups()]
+        return jnp.concatenate(ds) if ds else jnp.zeros((0,), q0.dtype)
+
     # --- energy -----------------------------------------------------------------------
     def potential_energy(self, q, s):
         """V = Σ U(π(q)) over potentials + Σ ½ k (s − s_0)² over joint springs, in J."""
@@ -265,8 +283,12 @@ class Model:
         return total
 
     # --- discrete forces --------------------------------------------------------------
-    def discrete_forces(self, t, h, state: State, q1):
+    def discrete_forces(self, t, h, state: State, q1, coordinate_load=None):
         """All non-constraint discrete forces of the step t -> t + h.
+
+        ``coordinate_load`` (n_s,), optional: generalized forces w along the joint coordinates
+        (N m or N) added to the springs', dampers' and motors' (constraint forces of coordinate
+        relations); it does no work of its own accounting.
 
         Returns
         -------
@@ -296,6 +318,8 @@ class Model:
             s_mid = s0[sl] + 0.5 * ds
             rate = ds / h
             w = p["stiffness"] * (s_mid - p["rest"]) + p["damping"] * rate
+            if coordinate_load is not None:
+                w = w + coordinate_load[sl]
             if k.motor is not None:
                 a_state = midpoint_state(Q0, Q1, p["frame_a"], h)
                 tau = jax.vmap(k.motor, in_axes=(None, 0, 0, 0))(tm, s_mid, rate, a_state)

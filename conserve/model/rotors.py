@@ -18,7 +18,8 @@ from ..errors import InvalidInertia, ModelError
 from .bodies import Ground, RigidBody, _check_mass, _check_name
 from .forces import JointMotor, JointSpringDamper
 from .joints import Joint, Revolute
-from .terms import RotorState, Term
+from .coordinates import CoordinateElement, Length
+from .terms import CoordinateRelation, RotorState, Term
 from .terms import Rope as RopeKind
 
 #: Relative tolerance of the axisymmetry and balance checks.
@@ -138,7 +139,14 @@ class Rotor:
 
     # --- full-body model ----------------------------------------------------------------
     def expand(self):
-        """The elements of the full-body model: body, revolute bearing, bearing damper, motor."""
+        """The elements of the full-body model: body, revolute bearing (``self.joint``), bearing
+        damper, motor. Built once, so every system and rope sees the same parts."""
+        if getattr(self, "_expanded", None) is None:
+            self._expanded = self._build_body()
+            self.joint = self._expanded[1]
+        return self._expanded
+
+    def _build_body(self):
         m = self.master
         centre = m.world_point(self.offset)
         axis_world = m.world_vector(self.axis)
@@ -159,18 +167,22 @@ class Rotor:
 
 class Rope(Joint):
     """Massless inextensible rope from a point of ``a`` to a point of ``b`` whose free length
-    L = L0 + r (θ − θ0) is paid out by the hybrid rotor ``winch``:
-    ½(|x_a − x_b|² − L²) = 0 (P5). ``points=(x_a, x_b)`` world at the start or ``at_a``/``at_b``;
-    ``radius`` r in m (negative to wind the other way), ``length`` L0 (default: the initial distance).
+    L = L0 + r (α − α0) is paid out by the rotor ``winch`` turning by α (P5).
+    ``points=(x_a, x_b)`` world at the start or ``at_a``/``at_b``; ``radius`` r in m (negative to
+    wind the other way), ``length`` L0 (default: the initial distance).
+
+    With a hybrid winch, α is its spin angle θ and the constraint ½(|x_a − x_b|² − L²) = 0 is
+    quadratic in (q, θ). With a full-body winch (``model="body"``), α is the drum joint's angle,
+    tracked in the state like any joint coordinate, and the rope is the coordinate relation
+    ℓ − r α = L0 − r α0 with ℓ = |x_a − x_b| (:class:`~conserve.model.terms.CoordinateRelation`).
     """
 
     n_constraints = 1
 
     def __init__(self, a, b, winch, radius, points=None, *, at_a=None, at_b=None, length=None, name=None):
         super().__init__(a, b, name)
-        if not isinstance(winch, Rotor) or winch.model != "hybrid":
-            raise ModelError(f"rope '{self.name}': the winch must be a hybrid Rotor (model='body' winches are not "
-                             f"supported by Rope yet), got {winch!r}.")
+        if not isinstance(winch, Rotor):
+            raise ModelError(f"rope '{self.name}': the winch must be a Rotor, got {winch!r}.")
         self.winch, self.radius = winch, float(radius)
         if points is not None:
             xa, xb = (np.asarray(x, float) for x in points)
@@ -185,6 +197,22 @@ class Rope(Joint):
         return tuple(p for p in (self.a, self.b) if not isinstance(p, Ground))
 
     def terms(self, layout):
-        p = {**self._frames(layout), "at_a": self.at_a, "at_b": self.at_b, "rotor": layout.rotor_index(self.winch),
-             "radius": self.radius, "length": self.length, "theta0": 0.0}
-        return [Term(RopeKind, p, self.name)]
+        points = {**self._frames(layout), "at_a": self.at_a, "at_b": self.at_b}
+        if self.winch.model == "hybrid":
+            p = {**points, "rotor": layout.rotor_index(self.winch), "radius": self.radius,
+                 "length": self.length, "theta0": 0.0}
+            return [Term(RopeKind, p, self.name)]
+        if not any(r is self.winch for r in layout.body_rotors):
+            raise ModelError(f"rope '{self.name}': its winch '{self.winch.name}' is not in this system; add it.")
+        joint = self.winch.joint
+        angle_geometry, angle_params = joint.coordinate("angle", layout)
+        a0 = joint.a.world_vector(angle_params["e1"]), joint.a.world_vector(angle_params["e2"])
+        b0 = joint.b.world_vector(angle_params["b"])
+        alpha0 = np.arctan2(b0 @ a0[1], b0 @ a0[0])
+        untouched = {"stiffness": 0.0, "damping": 0.0, "rest": 0.0}
+        length = Term(CoordinateElement(Length), {**points, **untouched}, f"{self.name} length")
+        angle = Term(CoordinateElement(angle_geometry), {**angle_params, **untouched}, f"{self.name} drum angle")
+        relation = Term(CoordinateRelation, {"coefficients": np.array([1.0, -self.radius]),
+                                             "value": self.length - self.radius * alpha0},
+                        self.name, rows=("length",), links=(length, angle))
+        return [length, angle, relation]

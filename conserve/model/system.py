@@ -184,6 +184,7 @@ class System:
         layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)],
                         body_rotors=list(self.body_rotors))
         terms = [t for e in parts + others for t in e.terms(layout)]
+        _link_coordinates(terms)
         priority = {id(t): i for i, t in enumerate(terms)}
         groups = {"constraint": [], "potential": [], "coordinate": [], "load": []}
         row_priority = []
@@ -232,6 +233,16 @@ class System:
         return Assembly(model, layout, state)
 
 
+def _link_coordinates(terms):
+    """Fill ``params["coordinates"]`` of terms that read joint coordinates (coordinate relations)
+    with the indices in s of the coordinate terms they link, in the order Model makes s."""
+    coordinate_terms = [t for t in terms if hasattr(t.kind, "geometry")]
+    index = {id(t): i for i, t in enumerate(t for _, _, ts in stack_terms(coordinate_terms) for t in ts)}
+    for t in terms:
+        if t.links:
+            t.params["coordinates"] = np.array([index[id(link)] for link in t.links], dtype=np.int64)
+
+
 def _rows_by_owner(layout, values):
     out = {}
     for (owner, row), val in zip(layout.constraint_rows, values):
@@ -262,8 +273,8 @@ def _check_constraints(model: Model, layout: Layout, state: State, spin_rates, r
     if not layout.constraint_rows:
         layout.rank, layout.degrees_of_freedom = 0, n_q
         return np.arange(0)
-    g = np.asarray(model.all_constraints(state.q, state.theta))
-    G = np.hstack([np.asarray(x) for x in jax.jacfwd(model.all_constraints, argnums=(0, 1))(state.q, state.theta)])
+    g = np.asarray(model.initial_constraints(state.q, state.theta))
+    G = np.hstack([np.asarray(x) for x in jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta)])
     tol = POSITION_TOL * (1.0 + np.max(np.abs(state.q)))
     for owner, rows in _rows_by_owner(layout, np.abs(g)).items():
         worst = max(v for _, v in rows)

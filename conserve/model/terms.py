@@ -40,19 +40,23 @@ class Term:
     params: dict = field(default_factory=dict)
     owner: str = ""
     rows: tuple = ()
+    #: coordinate terms whose indices in the state's s fill ``params["coordinates"]`` at assembly
+    links: tuple = ()
 
 
 # --- constraints -------------------------------------------------------------------------
 
 
-@partial(jax.tree_util.register_dataclass, data_fields=["Q", "theta"], meta_fields=[])
+@partial(jax.tree_util.register_dataclass, data_fields=["Q", "theta", "s"], meta_fields=[])
 @dataclass(frozen=True)
 class Configuration:
-    """What constraint kinds see: the extended block array Q (indexing ``C[idx]`` reads Q) and
-    the spin angles θ (n_r,) of the hybrid rotors, which winch ropes couple to positions."""
+    """What constraint kinds see: the extended block array Q (indexing ``C[idx]`` reads Q), the
+    spin angles θ (n_r,) of the hybrid rotors, which winch ropes couple to positions, and the
+    tracked joint coordinates s (n_s,), which coordinate relations couple."""
 
     Q: jax.Array
     theta: jax.Array
+    s: jax.Array
 
     def __getitem__(self, index):
         return self.Q[index]
@@ -149,6 +153,27 @@ class Rope:
         r = material_point(C, p["frame_a"], p["at_a"]) - material_point(C, p["frame_b"], p["at_b"])
         L = p["length"] + p["radius"] * (C.theta[p["rotor"]] - p["theta0"])
         return 0.5 * (jnp.sum(r * r, axis=1) - L**2)[:, None]
+
+
+class CoordinateRelation:
+    """A linear relation between tracked joint coordinates: Σ_i c_i s_i − c0 = 0 (a gear, a belt,
+    a winch rope on a full-body drum: ℓ − r α = L0 − r α0).
+
+    Each s_i is carried in the state with an exact discrete increment (:mod:`.coordinates`),
+    s_{n+1} = s_n + Δs_i(q_n, q_{n+1}), so the step enforces g(s_{n+1}) = 0 and its discrete
+    Jacobian Ḡ = Σ_i c_i ∇̄s_i satisfies Ḡ·Δq = Δg exactly: the relation does no work. The
+    ∇̄s_i are invariant under rigid motions, so momentum is conserved as well.
+
+    ``reads_coordinates``: marks kinds whose force acts through ∇̄s (see Model.constraint_force).
+    params: ``coordinates`` (n, k) indices into s, ``coefficients`` (n, k), ``value`` c0 (n,).
+    """
+
+    rows = ("relation",)
+    reads_coordinates = True
+
+    @staticmethod
+    def residual(p, C):
+        return (jnp.sum(p["coefficients"] * C.s[p["coordinates"]], axis=1) - p["value"])[:, None]
 
 
 @dataclass(frozen=True, eq=False)
