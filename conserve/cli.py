@@ -16,22 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from .backends import BACKENDS
+from .progress import ProgressBar
 
 REPRODUCTIONS = {"heavy-top": "heavy_top.py", "spacecraft": "hca_spacecraft.py", "crane": "hca_rotary_crane.py"}
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class ProgressBar:
-    """A one-line text progress bar on stderr for ``simulate(..., progress=bar)``."""
-
-    def __init__(self, label, width=30, stream=None):
-        self.label, self.width, self.stream = label, width, stream or sys.stderr
-
-    def __call__(self, done, total):
-        filled = int(self.width * done / max(total, 1))
-        end = "\n" if done >= total else ""
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} steps{end}")
-        self.stream.flush()
 
 
 def demo(out: Path, t_end: float, dt: float) -> int:

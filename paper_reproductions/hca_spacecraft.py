@@ -42,12 +42,12 @@ def run(out: Path, quick: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     assemblies = {m: p4_spacecraft(m).assemble() for m in MODELS}
     table = studies.convergence(assemblies, cfg["dts"], cfg["t_end"], error=studies.relative_error(["core"]),
-                                reference=cfg["reference"])
+                                reference=cfg["reference"], progress=True)
     table.to_csv(out / "convergence.csv")
     table.plot(out / "convergence.png", title="P4 spacecraft: ε_rel of the core (φ, d_i) at T",
                max_dt=cfg["asymptotic"])
 
-    ref = cs.simulate(assemblies["hybrid"], cfg["t_end"], cfg["reference"])
+    ref = table.extra["reference"]
     coarse = {}
     for m in MODELS:
         try:

@@ -33,7 +33,7 @@ def run(out: Path, quick: bool = False) -> dict:
     def height_error(s, ref=None):
         return float(np.max(np.abs(s["top"].position[:, 2] - top.height())))
 
-    height_error.__name__ = "max |z_c − l cos α0| [m]"
+    height_error.__name__ = "height error max(abs(z_c − l cos α0)) [m]"
     dts = 2e-3 * 2.0 ** -np.arange(3 if quick else 5)
     table = studies.convergence(top.system(), dts, 2.0, error=height_error, reference=sol)
     table.reference = "exact steady precession (no reference run)"

@@ -22,9 +22,12 @@ def test_convergence_table_orders_and_outputs(tmp_path):
     assert "fitted order" in table.to_markdown()
 
 
-def test_energy_and_relative_error_measures():
+def test_energy_and_relative_error_measures(capsys):
     p = ThompsonPendulum(spring=False)
-    table = studies.convergence(p.system(), [1e-2, 5e-3], 1.0, error=studies.energy_error)
+    table = studies.convergence(p.system(), [1e-2, 5e-3], 1.0, error=studies.energy_error, progress=True)
+    assert "model, Δt = 0.005 [####" in capsys.readouterr().err  # one progress bar per run
     assert np.all(table.errors["model"] <= 1e-12)  # conservative: the balance is exact at any step
     table = studies.convergence(p.system(), [1e-2, 5e-3, 2.5e-3], 1.0, error=studies.relative_error(["pendulum"]))
     assert abs(table.fitted_order("model") - 2.0) <= 0.1
+    # max_dt keeps only the finer steps: here the last pair's observed order
+    assert abs(table.fitted_order("model", max_dt=5e-3) - table.orders("model")[-1]) <= 1e-12

@@ -64,13 +64,18 @@ def predictor(model: Model, state: State, h):
 def step(model: Model, state: State, lam, t, h, newton):
     """One EM step t_n -> t_{n+1} = t_n + h.
 
-    Unknowns x = (Δq, λ̃, Δp, Δθ): with hybrid rotors (rotor-scheme.md §4) also the increments of
-    their axial momenta and spin angles,
+    Unknowns x = (Δq, λ̃, Δp̃, Δθ): with hybrid rotors (rotor-scheme.md §4) also the increments of
+    their axial momenta, scaled to the spin angle they cause, Δp̃ = h Δp / (2 J_a) (rad), and of
+    their spin angles,
 
         R1 = (h/2)[M'(v_{n+1} − v_n) + Σ_k (p̄_k A_k Δq + Δp_k r_k) + h f] + Ḡ_qᵀ λ̃
         R2 = g(q_{n+1}, θ_{n+1}, s_{n+1})
-        R3 = Δp − h τ(t_{n+½}) + (2/h) Ḡ_θᵀ λ̃        (τ: motor minus bearing friction)
+        R3 = (h / 2J_a)[Δp − h τ(t_{n+½}) + (2/h) Ḡ_θᵀ λ̃]        (τ: motor minus bearing friction)
         R4 = Δθ − h p̄/J_a + r·Δq
+
+    The scaling gives every unknown and row a length or angle scale, so one Newton tolerance fits
+    all: unscaled, round-off in the rope row reaches Δp amplified by 2J_a/h and stalls Newton at
+    small steps.
 
     (Ḡ_s λ̃ enters f through the joint coordinates' ∇̄s when a constraint couples them), so that
     E_{n+1} − E_n = Σ τ Δθ + (work of other loads) − (dissipation) and ΔJ = 0 exactly.
@@ -94,8 +99,11 @@ def step(model: Model, state: State, lam, t, h, newton):
     coupled = model.couples_coordinates
     split = lambda x: (x[:nq], x[nq:nq + nc], x[nq + nc:nq + nc + nr], x[nq + nc + nr:])  # noqa: E731
 
+    to_momentum = 2.0 * model.rotor_params["axial_inertia"] / h  # Δp = to_momentum · Δp̃, (n_r,)
+
     def residual(x):
         dq, lam_, dp, dtheta = split(x)
+        dp = to_momentum * dp
         q1, theta1 = q0 + dq, state.theta + dtheta
         v1 = 2.0 * dq / h - v0
         # coordinate relations act through ∇̄s and are enforced on s_{n+1} = s_n + Δs(q_n, q_{n+1})
@@ -106,7 +114,7 @@ def step(model: Model, state: State, lam, t, h, newton):
         if not nr:  # no hybrid rotors: the plain step of DESIGN §6
             return jnp.concatenate([r1, model.constraints(q1, theta1, s1)])
         rotor_force, r_dq, tau, _, _ = model.rotor_step(t, h, state, q1, dp, dtheta)
-        r3 = dp - h * tau + (2.0 / h) * gtheta
+        r3 = (dp - h * tau + (2.0 / h) * gtheta) / to_momentum
         r4 = dtheta - h * (state.p + 0.5 * dp) / model.rotor_params["axial_inertia"] + r_dq
         return jnp.concatenate([r1 + 0.5 * h * rotor_force, model.constraints(q1, theta1, s1), r3, r4])
 
@@ -114,6 +122,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     x0 = jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(nr), h * rates])
     x, iterations, converged, history = newton_solve(residual, x0, newton, jnp.max(jnp.abs(q0)))
     dq, lam1, dp, dtheta = split(x)
+    dp = to_momentum * dp
     q1 = q0 + dq
     _, s1, work, dissipation = model.discrete_forces(t, h, state, q1)
     if nr:

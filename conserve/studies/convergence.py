@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ConvergenceError
+from ..progress import ProgressBar
 from ..simulate import simulate
 
 
@@ -71,6 +72,7 @@ class ConvergenceTable:
         NaN where Newton failed (listed in ``extra["failures"]``)
     unknowns : {label: int} Newton unknowns per step
     reference : description of the reference run
+    extra : ``failures`` {label: [(Δt, step)]} where Newton failed; ``reference`` the reference Solution
     """
 
     dts: np.ndarray
@@ -151,7 +153,7 @@ class ConvergenceTable:
 
 
 def convergence(models, dts, t_end, *, error, reference=None, backend="director", newton=None,
-                repeats=1) -> ConvergenceTable:
+                repeats=1, progress=False) -> ConvergenceTable:
     """Run each model at each step size and measure ``error(sol, ref)``.
 
     Parameters
@@ -165,7 +167,12 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
         min(dts) / 8); a Richardson check of the reference (the same at half its step) is reported
     backend : backend of every run (a {label: backend} dict for several)
     repeats : runs per point; the fastest run time is kept
+    progress : show a progress bar per run on stderr
     """
+    def run(asm, h, label, backend):
+        bar = ProgressBar(f"{label}, Δt = {h:g}") if progress else None
+        return simulate(asm, t_end, h, backend=backend, newton=newton, progress=bar)
+
     if not isinstance(models, dict):
         models = {"model": models}
     assemblies = {m: (f() if callable(f) else f) for m, f in models.items()}
@@ -176,8 +183,8 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
     note = ""
     if reference is None or np.isscalar(reference):
         h_ref = float(reference or dts[-1] / 8)
-        ref = simulate(assemblies[first], t_end, h_ref, backend=backends[first], newton=newton)
-        finer = simulate(assemblies[first], t_end, h_ref / 2, backend=backends[first], newton=newton)
+        ref = run(assemblies[first], h_ref, f"reference ({first})", backends[first])
+        finer = run(assemblies[first], h_ref / 2, f"reference ({first})", backends[first])
         note = (f"{first} at Δt = {h_ref:g}; Richardson check against Δt = {h_ref / 2:g}: "
                 f"{getattr(error, '__name__', 'error')} = {error(ref, finer):.2e}")
     else:
@@ -187,7 +194,7 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
         errors[m], times[m], per_step[m] = [], [], []
         for h in dts:
             try:
-                runs = [simulate(asm, t_end, h, backend=backends[m], newton=newton) for _ in range(repeats)]
+                runs = [run(asm, h, m, backends[m]) for _ in range(repeats)]
             except ConvergenceError as err:  # a model that cannot take this step: say so, go on
                 failures.setdefault(m, []).append((h, err.step))
                 errors[m].append(np.nan), times[m].append(np.nan), per_step[m].append(np.nan)
@@ -199,4 +206,4 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
             unknowns[m] = best.stats["unknowns"]
     arr = lambda d: {k: np.asarray(v) for k, v in d.items()}  # noqa: E731
     return ConvergenceTable(dts, arr(errors), arr(times), arr(per_step), unknowns,
-                            getattr(error, "__name__", "error"), note, {"failures": failures})
+                            getattr(error, "__name__", "error"), note, {"failures": failures, "reference": ref})
