@@ -12,6 +12,8 @@ from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Fo
                     JointSpringDamper, Parallel, Perpendicular, Planar, PointMass, Potential, Prismatic,
                     Revolute, RigidBody, Rope, Rotor, RotorState, Spherical, SpringDamper, System, Torque,
                     Universal, ground)
+from .linearize import Linearization, linearize
+from .reactions import Reaction, joint_reactions
 from .simulate import simulate
 from .solution import Solution
 
@@ -23,5 +25,6 @@ __all__ = [
     "Distance", "Fixed", "Force", "Gravity", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular",
     "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "RotorState",
     "Spherical", "SpringDamper",
-    "System", "Torque", "Universal", "ground", "simulate", "Solution",
+    "System", "Torque", "Universal", "ground", "simulate", "Solution", "linearize", "Linearization",
+    "joint_reactions", "Reaction",
 ]

@@ -1,7 +1,7 @@
 """Command line (also ``python -m conserve``):
 
     conserve demo                                   heavy top: conservation summary and a plot
-    conserve reproduce spacecraft|crane|heavy-top|all [--out DIR] [--quick]
+    conserve reproduce spacecraft|crane|heavy-top|thompson|all [--out DIR] [--quick]
     conserve convergence heavy-top|spacecraft|crane|pendulum --dt 2e-3 1e-3 5e-4 [--t-end T]
                          [--backend director] [--out DIR]
 """
@@ -18,7 +18,8 @@ import numpy as np
 from .backends import BACKENDS
 from .progress import ProgressBar
 
-REPRODUCTIONS = {"heavy-top": "heavy_top.py", "spacecraft": "hca_spacecraft.py", "crane": "hca_rotary_crane.py"}
+REPRODUCTIONS = {"heavy-top": "heavy_top.py", "spacecraft": "hca_spacecraft.py", "crane": "hca_rotary_crane.py",
+                 "thompson": "thompson_examples.py"}
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -310,3 +310,90 @@ class RotaryCrane:
         if slew is not None:
             elements.append(JointMotor(base, slew, name="slew motor"))
         return System(elements)
+
+
+def _box(name, mass, size, position, orientation=None, **motion):
+    """A uniform box (size (3,) in m along its axes) at ``position``."""
+    a, b, c = size
+    inertia = mass / 12.0 * np.array([b**2 + c**2, a**2 + c**2, a**2 + b**2])
+    return RigidBody(name, mass, inertia, position=position, orientation=orientation, **motion)
+
+
+def thompson_examples(blades=4, flap_lag=False):
+    """P8: Thompson's example systems (2011, §VI), built with the catalogue's joints.
+
+    Returns {name: (System, degrees of freedom in the paper)}. Masses and sizes are plausible
+    choices (the paper gives none): boxes of uniform density, SI units, no gravity except for
+    the pendulum and the wind turbine, a little initial motion so that simulations move.
+
+    - aircraft: one free body (P = 6)
+    - pendulum: P6 without the spring (P = 1)
+    - satellite: a core with three appendages on two-axis (universal) joints (P = 6 + 3·2 = 12)
+    - connected joints: body b — spherical — h — revolute — k, b free (P = 6 + 3 + 1 = 10)
+    - rotorcraft: fuselage (free), hub (revolute), ``blades`` blades on flap hinges, or flap-lag
+      (universal) hinges with ``flap_lag`` (P = 7 + n L)
+    - wind turbine: tower on the ground by a two-axis joint, nacelle yaw, hub spin, three blades
+      with flap (P = 2 + 1 + 1 + 3 = 7)
+    """
+    e1, e2, e3 = np.eye(3)
+    out = {}
+    out["aircraft"] = (System([_box("aircraft", 1000.0, (10.0, 9.0, 2.0), (0.0, 0.0, 0.0),
+                                    velocity=(50.0, 0.0, 0.0), angular_velocity=(0.1, 0.05, 0.02))]), 6)
+    out["pendulum"] = (ThompsonPendulum(spring=False).system(), 1)
+
+    core = _box("core", 500.0, (2.0, 2.0, 2.0), (0.0, 0.0, 0.0), angular_velocity=(0.0, 0.0, 0.2))
+    parts = [core]
+    for k in range(3):
+        ang = 2 * np.pi * k / 3
+        out_dir = np.array([np.cos(ang), np.sin(ang), 0.0])
+        R = np.column_stack([out_dir, np.cross(e3, out_dir), e3])
+        panel = _box(f"panel{k}", 20.0, (3.0, 1.0, 0.05), 2.5 * out_dir, R,
+                     velocity=np.cross([0.0, 0.0, 0.2], 2.5 * out_dir), angular_velocity=(0.0, 0.0, 0.2))
+        parts += [panel, Universal(core, panel, at=out_dir, axes=(np.cross(e3, out_dir), e3), name=f"hinge{k}")]
+    out["satellite"] = (System(parts), 12)
+
+    w = np.array([0.3, 0.5, 0.2])  # a rigid tumble to start from
+    b = _box("b", 10.0, (0.4, 0.3, 0.6), (0.0, 0.0, 0.0), angular_velocity=w)
+    h = _box("h", 3.0, (0.1, 0.1, 0.6), (0.0, 0.0, -0.6), velocity=np.cross(w, [0.0, 0.0, -0.6]), angular_velocity=w)
+    k = _box("k", 1.0, (0.08, 0.08, 0.4), (0.0, 0.0, -1.1), velocity=np.cross(w, [0.0, 0.0, -1.1]), angular_velocity=w)
+    out["connected joints"] = (System([b, h, k, Spherical(b, h, at=(0.0, 0.0, -0.3), name="shoulder"),
+                                       Revolute(h, k, at=(0.0, 0.0, -0.9), axis=e2, name="elbow")]), 10)
+
+    spin = 20.0  # rad/s
+    fuselage = _box("fuselage", 2000.0, (8.0, 2.0, 2.5), (0.0, 0.0, 0.0))
+    hub = _box("hub", 50.0, (0.5, 0.5, 0.3), (0.0, 0.0, 2.0), angular_velocity=(0.0, 0.0, spin))
+    parts = [fuselage, hub, Revolute(fuselage, hub, at=(0.0, 0.0, 2.0), axis=e3, name="mast")]
+    for i in range(blades):
+        ang = 2 * np.pi * i / blades
+        r = np.array([np.cos(ang), np.sin(ang), 0.0])
+        tangent = np.cross(e3, r)
+        R = np.column_stack([r, tangent, e3])
+        centre = np.array([0.0, 0.0, 2.0]) + 3.0 * r
+        blade = _box(f"blade{i}", 30.0, (5.0, 0.3, 0.05), centre, R, velocity=np.cross([0.0, 0.0, spin], centre),
+                     angular_velocity=(0.0, 0.0, spin))
+        root = np.array([0.0, 0.0, 2.0]) + 0.5 * r
+        hinge = (Universal(hub, blade, at=root, axes=(tangent, e3), name=f"flap-lag{i}") if flap_lag
+                 else Revolute(hub, blade, at=root, axis=tangent, name=f"flap{i}"))
+        parts += [blade, hinge]
+    out["rotorcraft"] = (System(parts), 7 + blades * (2 if flap_lag else 1))
+
+    tower = _box("tower", 5000.0, (3.0, 3.0, 60.0), (0.0, 0.0, 30.0))
+    nacelle = _box("nacelle", 2000.0, (6.0, 2.5, 2.5), (1.0, 0.0, 61.25))
+    rotor_spin = 2.0
+    hub_t = _box("rotor hub", 500.0, (1.0, 2.0, 2.0), (-2.5, 0.0, 61.25), angular_velocity=(rotor_spin, 0.0, 0.0))
+    parts = [tower, nacelle, hub_t, Universal(ground, tower, at=(0.0, 0.0, 0.0), axes=(e1, e2), name="tower base"),
+             Revolute(tower, nacelle, at=(0.0, 0.0, 60.0), axis=e3, name="yaw"),
+             Revolute(nacelle, hub_t, at=(-2.0, 0.0, 61.25), axis=e1, name="shaft"),
+             Gravity((0.0, 0.0, -G))]
+    for i in range(3):
+        ang = 2 * np.pi * i / 3
+        r = np.array([0.0, np.cos(ang), np.sin(ang)])
+        R = np.column_stack([r, np.cross(e1, r), e1])
+        centre = np.array([-2.5, 0.0, 61.25]) + 10.0 * r
+        blade = _box(f"turbine blade{i}", 300.0, (18.0, 1.5, 0.3), centre, R,
+                     velocity=np.cross([rotor_spin, 0.0, 0.0], centre - [-2.5, 0.0, 61.25]),
+                     angular_velocity=(rotor_spin, 0.0, 0.0))
+        parts += [blade, Revolute(hub_t, blade, at=np.array([-2.5, 0.0, 61.25]) + r, axis=np.cross(e1, r),
+                                  name=f"blade flap{i}")]
+    out["wind turbine"] = (System(parts), 7)
+    return out

@@ -10,6 +10,7 @@ the raised error.
 from __future__ import annotations
 
 import math
+from functools import partial
 import time
 
 import jax
@@ -77,7 +78,8 @@ def compiled_count():
     return len(_compiled)
 
 
-def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chunk=CHUNK, progress=None) -> Solution:
+def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chunk=CHUNK, progress=None,
+             ode=None) -> Solution:
     """Integrate ``system`` from t0 to t_end with the constant step dt.
 
     Parameters
@@ -85,7 +87,13 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     system : System or Assembly (assemble once with ``system.assemble()`` to reuse it)
     t_end : float, s — rounded up to a whole number of steps: the last node is t0 + N dt
     dt : float, s
-    backend : "director" (energy-momentum midpoint DAE, DESIGN §6)
+    backend : "director" (energy-momentum midpoint DAE in director coordinates, DESIGN §6) or
+        "reduced" (the same discrete equations in the kinematic tree's minimal coordinates,
+        Thompson's null-space form, DESIGN §8; loops and other constraints keep multipliers) or
+        "ode" (Thompson's reduced ODE by scipy's solve_ivp, not conserving: a reference, nodes
+        every dt; tree systems without motors or loads, :mod:`conserve.backends.ode`)
+    ode : options of the "ode" backend: {"method": any solve_ivp method (default "DOP853"),
+        "rtol": 1e-10, "atol": 1e-12}
     newton : :class:`conserve.Newton` options (tolerance, iteration limit)
     chunk : steps per compiled scan chunk (≥ 1)
     progress : optional callable ``progress(steps_done, n_steps)``, called after every chunk
@@ -113,8 +121,10 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     if not (isinstance(chunk, int) and chunk >= 1):
         raise ModelError(f"simulate: chunk must be an integer ≥ 1, got {chunk!r}.")
     newton = newton or Newton()
-    step = BACKENDS[backend]
     model, layout, state = assembly.model, assembly.layout, assembly.initial_state
+    if backend == "ode":
+        return _simulate_ode(assembly, t0, t_end, dt, ode or {})
+    step = BACKENDS[backend].step
     n_steps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
     lam = jnp.zeros(model.n_constraints)
     args = (model, state, lam, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
@@ -142,7 +152,10 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     diagnostics = {k: np.concatenate([d[k] for d in diags]) for k in diags[0]}
     stats = {"backend": backend, "steps": n, "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": newton.tol,
-             "unknowns": int(sum(np.size(a) for a in (state.q, lam, state.p, state.theta)))}
+             "unknowns": BACKENDS[backend].unknowns(model)}
+    recover = getattr(BACKENDS[backend], "multipliers", None)  # backends that eliminate multipliers
+    if recover is not None and n:
+        lams = recover(model, State(q, v, s, p, theta), lams, t0, dt)
     multipliers = np.zeros((n, len(layout.constraint_rows)))
     multipliers[:, list(model.constraint_keep)] = lams * (2.0 / dt**2)
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
@@ -155,6 +168,19 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
 
 
 _node_diagnostics = jax.jit(node_diagnostics)
+
+
+def _simulate_ode(assembly, t0, t_end, dt, options):
+    """The "ode" backend's Solution: nodes every dt, no multipliers (NaN), no Newton."""
+    nodes, dissipation, stats = BACKENDS["ode"].integrate(assembly, t0, t_end, dt, **options)
+    n = len(nodes.q) - 1
+    diagnostics = jax.tree.map(np.asarray, jax.vmap(partial(_node_diagnostics, assembly.model))(
+        jax.tree.map(jnp.asarray, nodes)))
+    return Solution(t=t0 + dt * np.arange(n + 1), q=nodes.q, v=nodes.v, s=nodes.s, p=nodes.p, theta=nodes.theta,
+                    multipliers=np.full((n, len(assembly.layout.constraint_rows)), np.nan),
+                    newton_iterations=np.zeros(n, np.int32), work=np.zeros((n, 0)), dissipation=dissipation,
+                    layout=layout_record(assembly.layout), diagnostics=diagnostics,
+                    stats={"backend": "ode", "steps": n, **stats})
 
 
 def _failure(n, t, h, newton, history, solution):

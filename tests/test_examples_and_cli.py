@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
     ("heavy_top.py", ["heavy_top.png"]),
     ("free_body.py", ["free_body.png", "free_body_flip.png"]),
     ("spacecraft.py", ["spacecraft.png"]),
-    ("mechanisms.py", ["mechanisms_pendulum.png", "mechanisms_four_bar.png", "mechanisms_double_pendulum.png",
-                       "mechanisms_slider_crank.png"]),
+    pytest.param("mechanisms.py", ["mechanisms_pendulum.png", "mechanisms_four_bar.png",
+                                   "mechanisms_double_pendulum.png", "mechanisms_slider_crank.png"],
+                 marks=pytest.mark.slow),
 ])
 def test_example_runs_and_writes_plots(script, outputs, tmp_path):
     run = subprocess.run([sys.executable, str(ROOT / "examples" / script)], cwd=tmp_path,

@@ -4,6 +4,7 @@ import runpy
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conserve.cli import main
 
@@ -27,6 +28,7 @@ def test_spacecraft_reproduction(tmp_path):
     hybrid, body = np.asarray(numbers["errors"]["hybrid"]), np.asarray(numbers["errors"]["body"])
     assert np.all(hybrid * 10 < body)  # with fast wheels the hybrid model is far more accurate at every Δt
     assert abs(numbers["model_gap"]["order"] - 2.0) <= 0.15  # the two models agree as Δt → 0
+    assert numbers["reduced"]["error_difference"] <= 1e-9  # the reduced backend: the same trajectory
     assert (tmp_path / "path.png").stat().st_size > 10_000
 
 
@@ -38,12 +40,30 @@ def test_crane_reproduction(tmp_path):
         assert c["energy_balance"] <= 1e-10 and c["J3_after"] <= 1e-10 and c["constraints"] <= 1e-10
     assert numbers["unknowns"]["hybrid"] < numbers["unknowns"]["body"]
     assert abs(numbers["model_gap"]["order"] - 2.0) <= 0.15
+    assert numbers["reduced"]["error_difference"] <= 1e-9
     exact = numbers["drop_exact"]
     for h in (0.01, 0.001):  # the hybrid drum is exact at any step; the body drum converges as Δt²
         assert abs(numbers["drop_acceleration"][f"hybrid {h:g}"] - exact) <= 1e-6
     body_errors = [abs(numbers["drop_acceleration"][f"body {h:g}"] - exact) for h in (0.01, 0.001)]
     assert abs(np.log10(body_errors[0] / body_errors[1]) - 2.0) <= 0.15
     for name in ("load_height.png", "stress.png", "conservation.png", "convergence.png", "report.md"):
+        assert (tmp_path / name).stat().st_size > 100
+
+
+@pytest.mark.slow
+def test_thompson_reproduction(tmp_path):
+    """P8: the paper's degrees of freedom, G H2 = 0 with full rank, director = reduced trajectories
+    with EM conservation; P6: the ode backend solves the pendulum's reduced equation."""
+    numbers = runpy.run_path(str(ROOT / "paper_reproductions" / "thompson_examples.py"))["run"](tmp_path, quick=True)
+    assert len(numbers["rows"]) == 6
+    for row in numbers["rows"]:
+        assert row["paper P"] == row["model P"] == row["tree P"]
+        assert row["max |G H2| (rel)"] <= 1e-13 and row["rank H2 = P"]
+        assert row["reduced − director (rel q)"] <= 1e-8
+        assert row["energy error director"] <= 1e-10 and row["energy error reduced"] <= 1e-10
+    assert numbers["p6_errors"]["ode"] <= 1e-8
+    assert max(numbers["p6_balance"].values()) <= 1e-8
+    for name in ("report.md", "energy.png", "pendulum.png", "examples.csv"):
         assert (tmp_path / name).stat().st_size > 100
 
 

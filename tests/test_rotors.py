@@ -82,6 +82,7 @@ def core_coordinates(sol):
     return np.concatenate([sol["core"].position[-1], sol["core"].rotation[-1].T.ravel()])
 
 
+@pytest.mark.slow
 def test_both_models_converge_with_order_two_and_agree():
     """P3a over 1 s: both models of order 2 (successive differences shrink by 4), and the
     difference between the two models shrinks as Δt²."""

@@ -37,6 +37,11 @@ class StepInfo(NamedTuple):
     dissipation: jax.Array
 
 
+def unknowns(model: Model) -> int:
+    """Newton unknowns per step: coordinates, kept multipliers, 2 per hybrid rotor."""
+    return model.n_coordinates + model.n_constraints + 2 * model.n_rotors
+
+
 def predictor(model: Model, state: State, h):
     """Initial guess for Δq: h v_n, with each rigid body's directors turned by cay(h ω_n).
 
@@ -59,6 +64,48 @@ def predictor(model: Model, state: State, h):
         d_new = jnp.einsum("nij,nkj->nki", cayley(h * omega), d)
         dQ = dQ.at[idx].set(d_new - d)
     return dQ.ravel()
+
+
+def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta):
+    """The midpoint equations of a step for a candidate increment Δq = q_{n+1} − q_n (n_q,) (the
+    increment itself, not q_{n+1}, so v_{n+1} = 2Δq/h − v_n loses no digits), multipliers λ̃ (n_c,) and rotor
+    increments Δp̃, Δθ (n_r,) (see :func:`step`): (R1 (n_q,), R2 (n_c,), R3 (n_r,), R4 (n_r,)).
+    Shared by the backends: the reduced one projects R1 onto the tree's null space."""
+    q0, v0 = state.q, state.v
+    to_momentum = 2.0 * model.rotor_params["axial_inertia"] / h  # Δp = to_momentum · Δp̃, (n_r,)
+    dp = to_momentum * dp
+    q1, theta1 = q0 + dq, state.theta + dtheta
+    v1 = 2.0 * dq / h - v0
+    coupled = model.couples_coordinates
+    # coordinate relations act through ∇̄s and are enforced on s_{n+1} = s_n + Δs(q_n, q_{n+1})
+    s1 = state.s + model.coordinate_increments(q0, q1) if coupled else state.s
+    gq, gtheta, gs = model.constraint_force(q0, q1, state.theta, theta1, state.s, s1, lam)
+    f = model.discrete_forces(t, h, state, q1, (2.0 / h**2) * gs if coupled else None)[0]
+    r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + gq
+    r2 = model.constraints(q1, theta1, s1)
+    if not model.n_rotors:  # no hybrid rotors: the plain step of DESIGN §6
+        return r1, r2, dp, dtheta
+    rotor_force, r_dq, tau, _, _ = model.rotor_step(t, h, state, q1, dp, dtheta)
+    r3 = (dp - h * tau + (2.0 / h) * gtheta) / to_momentum
+    r4 = dtheta - h * (state.p + 0.5 * dp) / model.rotor_params["axial_inertia"] + r_dq
+    return r1 + 0.5 * h * rotor_force, r2, r3, r4
+
+
+def advance(model: Model, state: State, t, h, dq, dp, dtheta, newton_result):
+    """The state at t_{n+1} and the step's :class:`StepInfo` from the converged unknowns."""
+    iterations, converged, history = newton_result
+    q0, v0 = state.q, state.v
+    q1 = q0 + dq
+    dp = 2.0 * model.rotor_params["axial_inertia"] / h * dp
+    _, s1, work, dissipation = model.discrete_forces(t, h, state, q1)
+    if model.n_rotors:
+        _, _, _, rotor_work, rotor_dissipation = model.rotor_step(t, h, state, q1, dp, dtheta)
+    else:
+        rotor_work = rotor_dissipation = jnp.zeros((0,), q0.dtype)
+    new = State(q1, 2.0 * dq / h - v0, s1, state.p + dp, state.theta + dtheta)
+    info = StepInfo(iterations, converged, history, jnp.concatenate([work, rotor_work]),
+                    jnp.concatenate([dissipation, rotor_dissipation]))
+    return new, info
 
 
 def step(model: Model, state: State, lam, t, h, newton):
@@ -94,42 +141,18 @@ def step(model: Model, state: State, lam, t, h, newton):
     lam : (n_c,) scaled multipliers λ̃ = (h²/2) λ
     info : StepInfo
     """
-    q0, v0 = state.q, state.v
+    q0 = state.q
     nq, nc, nr = q0.shape[0], lam.shape[0], state.p.shape[0]
-    coupled = model.couples_coordinates
     split = lambda x: (x[:nq], x[nq:nq + nc], x[nq + nc:nq + nc + nr], x[nq + nc + nr:])  # noqa: E731
-
-    to_momentum = 2.0 * model.rotor_params["axial_inertia"] / h  # Δp = to_momentum · Δp̃, (n_r,)
 
     def residual(x):
         dq, lam_, dp, dtheta = split(x)
-        dp = to_momentum * dp
-        q1, theta1 = q0 + dq, state.theta + dtheta
-        v1 = 2.0 * dq / h - v0
-        # coordinate relations act through ∇̄s and are enforced on s_{n+1} = s_n + Δs(q_n, q_{n+1})
-        s1 = state.s + model.coordinate_increments(q0, q1) if coupled else state.s
-        gq, gtheta, gs = model.constraint_force(q0, q1, state.theta, theta1, state.s, s1, lam_)
-        f = model.discrete_forces(t, h, state, q1, (2.0 / h**2) * gs if coupled else None)[0]
-        r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + gq
-        if not nr:  # no hybrid rotors: the plain step of DESIGN §6
-            return jnp.concatenate([r1, model.constraints(q1, theta1, s1)])
-        rotor_force, r_dq, tau, _, _ = model.rotor_step(t, h, state, q1, dp, dtheta)
-        r3 = (dp - h * tau + (2.0 / h) * gtheta) / to_momentum
-        r4 = dtheta - h * (state.p + 0.5 * dp) / model.rotor_params["axial_inertia"] + r_dq
-        return jnp.concatenate([r1 + 0.5 * h * rotor_force, model.constraints(q1, theta1, s1), r3, r4])
+        r1, r2, r3, r4 = equations(model, state, t, h, dq, lam_, dp, dtheta)
+        return jnp.concatenate([r1, r2, r3, r4]) if nr else jnp.concatenate([r1, r2])
 
-    rates = model.rotor_relative_rates(q0, v0, state.p)
+    rates = model.rotor_relative_rates(q0, state.v, state.p)
     x0 = jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(nr), h * rates])
-    x, iterations, converged, history = newton_solve(residual, x0, newton, jnp.max(jnp.abs(q0)))
+    x, *result = newton_solve(residual, x0, newton, jnp.max(jnp.abs(q0)))
     dq, lam1, dp, dtheta = split(x)
-    dp = to_momentum * dp
-    q1 = q0 + dq
-    _, s1, work, dissipation = model.discrete_forces(t, h, state, q1)
-    if nr:
-        _, _, _, rotor_work, rotor_dissipation = model.rotor_step(t, h, state, q1, dp, dtheta)
-    else:
-        rotor_work = rotor_dissipation = jnp.zeros((0,), q0.dtype)
-    new = State(q1, 2.0 * dq / h - v0, s1, state.p + dp, state.theta + dtheta)
-    info = StepInfo(iterations, converged, history, jnp.concatenate([work, rotor_work]),
-                    jnp.concatenate([dissipation, rotor_dissipation]))
+    new, info = advance(model, state, t, h, dq, dp, dtheta, result)
     return new, lam1, info

@@ -139,3 +139,11 @@ def cayley(x):
     eye = jnp.broadcast_to(jnp.eye(3), X.shape)
     B = eye + X
     return jnp.stack([solve3(eye - X, B[..., :, j]) for j in range(3)], axis=-1)
+
+
+def nearest_rotation(X):
+    """The rotation nearest to X (3, 3), for X within round-off of one: one Newton step of the
+    polar decomposition, X ← ½ (X + X⁻ᵀ), which removes a symmetric error S of X = (I + S) R
+    to O(|S|²). Keeps chained products of rotations from accumulating round-off."""
+    cof = jnp.stack([jnp.cross(X[1], X[2]), jnp.cross(X[2], X[0]), jnp.cross(X[0], X[1])])
+    return 0.5 * (X + cof / jnp.dot(X[0], cof[0]))

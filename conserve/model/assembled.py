@@ -58,7 +58,7 @@ def _n_elements(params):
 @partial(
     jax.tree_util.register_dataclass,
     data_fields=["mu", "translational", "rigid_frames", "constraint_params",
-                 "potential_params", "coordinate_params", "load_params", "rotor_params"],
+                 "potential_params", "coordinate_params", "load_params", "rotor_params", "tree"],
     meta_fields=["constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws",
                  "constraint_keep"],
 )
@@ -77,6 +77,7 @@ class Model:
     rotor_params : hybrid rotors: ``frame`` (n_r, 4) of the master, ``axis`` (n_r, 3) body-fixed unit
         axis a, ``axial_inertia`` J_a (n_r,), ``friction`` c (n_r,)
     rotor_laws : (static) per rotor its motor law or None
+    tree : the kinematic tree of the reduced backend (:class:`conserve.model.tree.Tree`)
     """
 
     mu: jax.Array
@@ -93,6 +94,7 @@ class Model:
     rotor_params: dict
     rotor_laws: tuple
     constraint_keep: tuple
+    tree: object = None
 
     @property
     def n_coordinates(self):

@@ -25,6 +25,8 @@ masses or ``cs.ground``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from ..errors import InconsistentInitialState, ModelError
@@ -58,6 +60,34 @@ def perpendicular_basis(n):
     e1 = np.cross(n, np.eye(3)[k])
     e1 /= np.linalg.norm(e1)
     return e1, np.cross(n, e1)
+
+
+@dataclass(frozen=True)
+class JointMotion:
+    """The relative freedoms of a joint, for the reduced backend (:mod:`.tree`).
+
+    b moves relative to a by rotations about axes fixed in a (``rot_a``, (k_a, 3) body vectors of
+    a) and in b (``rot_b``, (k_b, 3)), and by slides of the joint point x_B relative to x_A along
+    u × w with u, w fixed in a (``slide_u``, ``slide_w``, (k_s, 3)); x_A = a's point ``at_a``,
+    x_B = b's point ``at_b``. Velocity relations (all vectors in inertial axes):
+
+        ω_b − ω_a = Σ ν_k R_a a_k + Σ ν_k R_b b_k,   ẋ_B − ẋ_A = ω_a × (x_B − x_A) + Σ ν_k (R_a u_k × R_a w_k)
+
+    They annihilate the joint's constraint rows at any configuration, orthonormal or not
+    (a vector dotted with a cross product containing it), so H2(q_{n+½}) spans exactly the null
+    space of Ḡ = G(q_{n+½}). Degrees of freedom: k_a + k_b + k_s.
+    """
+
+    at_a: np.ndarray
+    at_b: np.ndarray
+    rot_a: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    rot_b: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    slide_u: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    slide_w: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+
+    @property
+    def dof(self):
+        return len(self.rot_a) + len(self.rot_b) + len(self.slide_u)
 
 
 class Joint:
@@ -131,6 +161,12 @@ class Joint:
     def _initial_dot(self, u_a, w_b):
         return float(self.a.world_vector(u_a) @ self.b.world_vector(w_b))
 
+    # --- relative motion (the reduced backend's kinematic tree, :mod:`.tree`) ---------------
+    def motion(self):
+        """The freedoms b keeps relative to a, as a :class:`JointMotion`, or None if the joint
+        cannot be a tree joint (the reduced backend then keeps it as a cut joint with multipliers)."""
+        return None
+
     # --- joint coordinates (for spring-dampers and motors) --------------------------------
     coordinates = ()
 
@@ -159,6 +195,9 @@ class Spherical(Joint):
 
     def terms(self, layout):
         return [self._coincide(layout, self.at_a, self.at_b)]
+
+    def motion(self):
+        return JointMotion(self.at_a, self.at_b, rot_a=np.eye(3))
 
 
 class _AxisJoint(Joint):
@@ -189,6 +228,9 @@ class Revolute(_AxisJoint):
     def terms(self, layout):
         return [self._coincide(layout, self.at_a, self.at_b)] + self._parallel_axes(layout)
 
+    def motion(self):
+        return JointMotion(self.at_a, self.at_b, rot_a=self._geometry["n_a"][None])
+
 
 class Universal(Joint):
     """Cardan joint: common point, axis u of ``a`` stays perpendicular to axis w of ``b`` (4 constraints).
@@ -208,6 +250,9 @@ class Universal(Joint):
     def terms(self, layout):
         return [self._coincide(layout, self.at_a, self.at_b), self._dot(layout, self.u, self.w, "u·w")]
 
+    def motion(self):
+        return JointMotion(self.at_a, self.at_b, rot_a=self.u[None], rot_b=self.w[None])
+
 
 class Cylindrical(_AxisJoint):
     """Rotation about and slide along a common axis (4 constraints): n_a·e1_b = n_a·e2_b = 0 and
@@ -221,6 +266,11 @@ class Cylindrical(_AxisJoint):
         return self._parallel_axes(layout) + [self._offset(layout, self.at_a, g["e1_a"], self.at_b, "e1·Δx"),
                                               self._offset(layout, self.at_a, g["e2_a"], self.at_b, "e2·Δx")]
 
+    def motion(self):
+        g = self._geometry
+        return JointMotion(self.at_a, self.at_b, rot_a=g["n_a"][None], slide_u=g["e1_a"][None],
+                           slide_w=g["e2_a"][None])
+
 
 class Prismatic(Cylindrical):
     """Slider: translation along a common axis only (5 constraints): the cylindrical joint plus
@@ -233,6 +283,10 @@ class Prismatic(Cylindrical):
         g = self._geometry
         c = self._initial_dot(g["e1_a"], g["e2_b"])
         return super().terms(layout) + [self._dot(layout, g["e1_a"], g["e2_b"], "e1·e2", c)]
+
+    def motion(self):
+        g = self._geometry
+        return JointMotion(self.at_a, self.at_b, slide_u=g["e1_a"][None], slide_w=g["e2_a"][None])
 
 
 class Planar(_AxisJoint):
@@ -249,6 +303,11 @@ class Planar(_AxisJoint):
     def terms(self, layout):
         g = self._geometry
         return self._parallel_axes(layout) + [self._offset(layout, self.at_a, g["n_a"], self.at_b, "n·Δx")]
+
+    def motion(self):
+        g = self._geometry  # slides along e2 × n ≈ e1 and n × e1 ≈ e2, exactly ⟂ n at any configuration
+        return JointMotion(self.at_a, self.at_b, rot_a=g["n_a"][None], slide_u=np.stack([g["e2_a"], g["n_a"]]),
+                           slide_w=np.stack([g["n_a"], g["e1_a"]]))
 
 
 class Fixed(Joint):
@@ -269,6 +328,9 @@ class Fixed(Joint):
                 self._dot(layout, ta[0], tb[1], "t1·t2", self._initial_dot(ta[0], tb[1])),
                 self._dot(layout, ta[1], tb[2], "t2·t3", self._initial_dot(ta[1], tb[2])),
                 self._dot(layout, ta[2], tb[0], "t3·t1", self._initial_dot(ta[2], tb[0]))]
+
+    def motion(self):
+        return JointMotion(self.at_a, self.at_b)
 
 
 class Distance(Joint):

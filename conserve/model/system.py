@@ -21,6 +21,7 @@ from .assembled import Model, State
 from .bodies import Ground, Part
 from .rotors import Rotor
 from .terms import stack_terms
+from .tree import Tree, spanning_tree
 
 #: Largest accepted initial constraint residual, relative to 1 + max|q0| (m for joints, 1 for
 #: director constraints); orientations are projected onto rotations, so this is about joints.
@@ -185,7 +186,9 @@ class System:
                         body_rotors=list(self.body_rotors))
         terms = [t for e in parts + others for t in e.terms(layout)]
         _link_coordinates(terms)
-        priority = {id(t): i for i, t in enumerate(terms)}
+        links, tree_params, tree_owners = spanning_tree(parts, others, layout)
+        # rows of the kinematic tree come first, so redundant rows are dropped from cut joints
+        priority = {id(t): (t.owner not in tree_owners, i) for i, t in enumerate(terms)}
         groups = {"constraint": [], "potential": [], "coordinate": [], "load": []}
         row_priority = []
         for kind, params, ts in stack_terms(terms):
@@ -221,15 +224,19 @@ class System:
             **{f"{f}_params": tuple(p for _, p, _ in g) for f, g in groups.items()},
             **{f"{f}_kinds": tuple(k for k, _, _ in g) for f, g in groups.items()},
             rotor_params={k: jnp.asarray(v) for k, v in rotor_params.items()},
-            rotor_laws=tuple(r.motor for r in rotors),
+            rotor_laws=tuple(r.motor for r in rotors), tree=None,
         )
         q0 = jnp.asarray(np.concatenate([p.initial_blocks().ravel() for p in parts]))
         v0 = jnp.asarray(np.concatenate([p.initial_rates().ravel() for p in parts]))
         state = State(q0, v0, model.coordinate_values(q0), jnp.asarray([r.axial_momentum for r in rotors]),
                       jnp.zeros(len(rotors)))
         spin_rates = np.array([r.spin_rate for r in rotors])
-        keep = _check_constraints(model, layout, state, spin_rates, row_priority, redundant)
-        model = Model(**{**model.__dict__, "constraint_keep": tuple(int(i) for i in keep)})
+        keep = [int(i) for i in _check_constraints(model, layout, state, spin_rates, row_priority, redundant)]
+        in_tree = [layout.constraint_rows[i][0] in tree_owners for i in keep]
+        tree = Tree(tuple({k: jnp.asarray(v) for k, v in p.items()} for p in tree_params), links,
+                    tuple(k for k, t in enumerate(in_tree) if t), tuple(k for k, t in enumerate(in_tree) if not t),
+                    layout.n_blocks)
+        model = Model(**{**model.__dict__, "constraint_keep": tuple(keep), "tree": tree})
         return Assembly(model, layout, state)
 
 

@@ -1,0 +1,105 @@
+"""Thompson's reduced form as an energy-momentum backend (DESIGN §8): the director step of
+:mod:`.director` projected onto the null space of the kinematic tree's constraints.
+
+Unknowns x = (u, λ̃_c, Δp̃, Δθ): the minimal increments u (n_dof,) of the tree
+(:mod:`conserve.model.tree`), the scaled multipliers of the cut constraints only (loop-closing
+joints, ropes, coordinate relations, user constraints) and the hybrid rotors' increments. With
+q_{n+1} = F(q_n, u) every tree constraint holds exactly, and the equations are
+
+    H2(q_{n+½})ᵀ R1 = 0,   R2_c = 0,   R3 = 0,   R4 = 0        (R1…R4 of :func:`.director.step`)
+
+H2(q_{n+½})ᵀ annihilates Ḡ_treeᵀ λ̃_tree, since the columns of H2(q_{n+½}) span exactly the null
+space of Ḡ_tree = G_tree(q_{n+½}) (the constraints are quadratic). A solution of these equations
+is therefore one of the director step, and vice versa: the same discrete trajectory, with the
+same exact energy balance and momentum maps. The tree multipliers follow after the run
+(:func:`multipliers`) from Ḡ_treeᵀ λ̃_tree = −R1 (consistent, solved by least squares), so the
+Solution's multipliers mean the same in both backends and the step costs only its minimal solve.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..discrete.newton import newton_solve
+from ..model.assembled import Model, State
+from ..model.tree import configure, null_space, velocities
+from .director import advance, equations
+
+
+def unknowns(model: Model) -> int:
+    """Newton unknowns per step: tree degrees of freedom, cut multipliers, 2 per hybrid rotor."""
+    return model.tree.n_dof + len(model.tree.cut_rows) + 2 * model.n_rotors
+
+
+def step(model: Model, state: State, lam, t, h, newton):
+    """One EM step in minimal coordinates; the contract of :func:`.director.step`, except that
+    only the cut rows of ``lam`` are solved for (the tree rows stay 0, see :func:`multipliers`)."""
+    tree = model.tree
+    q0 = state.q
+    Q0 = model.blocks(q0)
+    nd, nr = tree.n_dof, state.p.shape[0]
+    cut = np.asarray(tree.cut_rows, np.int64)
+    nc = len(cut)
+    split = lambda x: (x[:nd], x[nd:nd + nc], x[nd + nc:nd + nc + nr], x[nd + nc + nr:])  # noqa: E731
+    with_cut = lambda lam_c: jnp.zeros_like(lam).at[cut].set(lam_c)  # noqa: E731
+
+    def residual(x):
+        u, lam_c, dp, dtheta = split(x)
+        q1 = configure(tree, Q0, u)
+        r1, r2, r3, r4 = equations(model, state, t, h, q1 - q0, with_cut(lam_c), dp, dtheta)
+        _, project = jax.vjp(lambda nu: velocities(tree, model.blocks(0.5 * (q0 + q1)), nu), jnp.zeros(nd))
+        return jnp.concatenate([project(r1)[0], r2[cut], r3, r4])
+
+    # predictor: u = h ν_n with ν_n the minimal velocities closest to v_n (a root's free spin
+    # then turns by exactly cay(h ω), as the midpoint rule does)
+    H0 = null_space(tree, Q0)
+    nu0 = jnp.linalg.solve(H0.T @ H0, H0.T @ state.v)
+    rates = model.rotor_relative_rates(q0, state.v, state.p)
+    x0 = jnp.concatenate([h * nu0, lam[cut], jnp.zeros(nr), h * rates])
+    x, *result = newton_solve(residual, x0, newton, jnp.max(jnp.abs(q0)))
+    u, lam_c, dp, dtheta = split(x)
+    new, info = advance(model, state, t, h, configure(tree, Q0, u) - q0, dp, dtheta, result)
+    return new, with_cut(lam_c), info
+
+
+def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
+    """All scaled multipliers of one converged step: the tree's from Ḡ_treeᵀ λ̃_tree = −R1(λ̃_c)
+    (consistent; least squares by QR), the cut ones as solved."""
+    kept = np.asarray(model.tree.tree_rows, np.int64)
+    dp = (new.p - state.p) * h / (2.0 * model.rotor_params["axial_inertia"])
+    r1 = equations(model, state, t, h, new.q - state.q, lam, dp, new.theta - state.theta)[0]
+
+    def tree_force(lam_t):
+        return model.constraint_force(state.q, new.q, state.theta, new.theta, state.s, new.s,
+                                      jnp.zeros_like(lam).at[kept].set(lam_t))[0]
+
+    A = jax.jacfwd(tree_force)(jnp.zeros(len(kept), state.q.dtype))
+    Qa, Ra = jnp.linalg.qr(A)
+    return lam.at[kept].set(jax.scipy.linalg.solve_triangular(Ra, -Qa.T @ r1))
+
+
+@jax.jit
+def _block_multipliers(model: Model, nodes: State, lams, n0, t0, h):
+    """Multipliers of the steps n0 … n0 + len(lams) − 1 (one compiled block, vmapped)."""
+    def one(k, lam):
+        at = lambda i: jax.tree.map(lambda a: a[i], nodes)  # noqa: E731
+        return _tree_multipliers(model, at(k), at(k + 1), lam, t0 + (n0 + k) * h, h)
+
+    return jax.vmap(one)(jnp.arange(lams.shape[0]), lams)
+
+
+def multipliers(model: Model, nodes: State, lams, t0, h, block=512):
+    """The tree multipliers of a finished run, after the time loop (so the step stays minimal):
+    ``nodes`` the States at t_0 … t_N stacked (N + 1, ...), ``lams`` (N, n_c) the step's
+    multipliers (cut rows filled). Returns (N, n_c) scaled multipliers λ̃ of every kept row.
+    Blocks of ``block`` steps (the last one padded) share one compilation."""
+    n = lams.shape[0]
+    pad = -n % block
+    nodes = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), nodes)
+    lams_p = np.concatenate([lams, np.repeat(lams[-1:], pad, axis=0)])
+    out = [np.asarray(_block_multipliers(model, jax.tree.map(lambda a: a[i:i + block + 1], nodes),
+                                         lams_p[i:i + block], i, t0, h))
+           for i in range(0, n, block)]
+    return np.concatenate(out)[:n]

@@ -1,0 +1,116 @@
+"""Linearised dynamics in minimal coordinates (Thompson §III "Linear dynamics", DESIGN §8).
+
+The kinematic tree's finite update q = F(q*, u) (:func:`conserve.model.tree.configure`) is a
+chart of the configuration manifold about q* with minimal coordinates u (n_dof,): rotation
+increments of free bodies, relative angles and slides of the tree joints. In a frame turning
+at the constant rate Ω (rad/s, about the origin; every 3-vector block of q is a point or an
+axis, so inertial velocities are q̇ + Ω × q block by block) the Routhian of the hybrid rotors'
+conserved axial momenta p is
+
+    L(u, u̇) = ½ ẋᵀ M ẋ − p·θ'(q, ẋ, p) − V(q, s(q)),   q = F(q*, u),  ẋ = ∂F/∂u u̇ + Ω × q
+
+(θ' the rotors' relative rates, so −p·θ' = p·(ω·a) + const: the gyroscopic coupling of
+spinning rotors). About u = 0, u̇ = 0 the Lagrange equations linearise to
+
+    M ü + D u̇ + K u = 0,   M = L_u̇u̇,   D = L_u̇u − L_u̇uᵀ (gyroscopic, skew),   K = −L_uu,
+
+all by automatic differentiation; the state-space form is ż = A z with z = (u, u̇). A relative
+equilibrium (a spinning spacecraft, a steadily precessing top, wheels spinning in a resting
+body) is an equilibrium of the turning frame: pass its rate Ω; ``imbalance`` = L_u at the point
+says how far from an equilibrium it is (0 there). Dampers, motors and applied loads are not
+included (D holds the gyroscopic terms only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
+
+from .errors import ModelError
+from .model.system import System
+from .model.tree import configure
+
+
+@dataclass(frozen=True)
+class Linearization:
+    """M ü + D u̇ + K u = 0 in the minimal coordinates u of the kinematic tree.
+
+    Attributes
+    ----------
+    M, D, K : (n, n) mass (kg, kg m, kg m²), gyroscopic and stiffness matrices
+    A : (2n, 2n) state-space matrix of z = (u, u̇), ż = A z
+    coordinates : (n,) names "link[k]" (a free body's link: rotations 0–2, translations 3–5)
+    imbalance : (n,) generalised force L_u at the point (0 at an equilibrium of the frame)
+    """
+
+    M: np.ndarray
+    D: np.ndarray
+    K: np.ndarray
+    A: np.ndarray
+    coordinates: tuple
+    imbalance: np.ndarray
+
+    @property
+    def eigenvalues(self):
+        """(2n,) eigenvalues of A, 1/s (complex; ±iω for an undamped oscillation)."""
+        return scipy.linalg.eigvals(self.A)
+
+    def modes(self):
+        """(eigenvalues (2n,), mode shapes (2n, 2n) as columns over z = (u, u̇))."""
+        return scipy.linalg.eig(self.A)
+
+    @property
+    def frequencies(self):
+        """Angular frequencies ω > 0 (rad/s) of the oscillatory modes, ascending (one per pair; zero
+        modes, which round-off splits by ~√ε, are left out)."""
+        lam = self.eigenvalues
+        return np.sort(lam.imag[lam.imag > 1e-6 * max(1.0, np.max(np.abs(lam)))])
+
+
+@jax.jit
+def _derivatives(model, q, p, omega):
+    """(L_u̇u̇, L_u̇u, −L_uu, L_u) at u = 0, u̇ = 0 (see the module docstring)."""
+    tree, Q = model.tree, model.blocks(q)
+
+    def lagrangian(u, u_dot):
+        x, x_dot = jax.jvp(lambda w: configure(tree, Q, w), (u,), (u_dot,))
+        x_dot = x_dot + jnp.cross(omega, x.reshape(-1, 3)).ravel()
+        return (0.5 * x_dot @ model.mass_times(x_dot) - p @ model.rotor_relative_rates(x, x_dot, p)
+                - model.potential_energy(x, model.coordinate_values(x)))
+
+    zero = jnp.zeros(tree.n_dof, q.dtype)
+    return (jax.hessian(lagrangian, argnums=1)(zero, zero),
+            jax.jacfwd(jax.grad(lagrangian, argnums=1), argnums=0)(zero, zero),  # ∂²L/∂u̇_i∂u_j
+            -jax.hessian(lagrangian, argnums=0)(zero, zero),
+            jax.grad(lagrangian, argnums=0)(zero, zero))
+
+
+def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Linearization:
+    """M, D, K and A about the configuration ``q`` (n_q,) at rest in the frame turning at
+    ``frame_rate`` (3,), rad/s, with hybrid rotor momenta ``p`` (n_r,), kg m²/s (default: the
+    system's initial configuration and rotor momenta).
+
+    system : System or Assembly, a kinematic tree (no loop-closing joints or other cut
+        constraints: they would need the tangent space of their constraints, not done yet)
+    """
+    assembly = system.assemble() if isinstance(system, System) else system
+    model, tree, state = assembly.model, assembly.model.tree, assembly.initial_state
+    if tree.cut_rows:
+        owners = sorted({assembly.layout.constraint_rows[model.constraint_keep[i]][0] for i in tree.cut_rows})
+        raise ModelError(f"linearize: the constraints of {owners} close loops or act outside the kinematic "
+                         "tree; linearisation needs a tree system (remove them or linearise a sub-system).")
+    q = state.q if q is None else jnp.asarray(q, float)
+    p = state.p if p is None else jnp.asarray(p, float)
+    if q.shape != state.q.shape or p.shape != state.p.shape:
+        raise ModelError(f"linearize: q must have shape {state.q.shape} and p {state.p.shape}, "
+                         f"got {q.shape} and {p.shape}.")
+    M, C, K, imbalance = _derivatives(model, q, p, jnp.asarray(frame_rate, float))
+    M, D, K = (np.asarray(a) for a in (M, C - C.T, K))
+    n = tree.n_dof
+    A = np.block([[np.zeros((n, n)), np.eye(n)], [-np.linalg.solve(M, K), -np.linalg.solve(M, D)]])
+    names = tuple(f"{link.name}[{k}]" for link in tree.links for k in range(link.n_dof))
+    return Linearization(M, D, K, A, names, np.asarray(imbalance))

@@ -1,0 +1,105 @@
+"""Joint reaction forces and torques from the multipliers of a run (both backends).
+
+The step's constraint force on the director coordinates is −Ḡᵀλ (Ḡ = G(q_{n+½}) for the
+quadratic joint constraints, DESIGN §6). On a rigid part with blocks (φ, d1, d2, d3) the virtual
+work δφ·f_φ + Σ_k δd_k·f_k of a rigid variation δd_k = δα × d_k gives the resultant force
+f_φ and the moment Σ_k d_k × f_k about the centre of mass φ, here at the step's midpoint. Moved
+to the joint's attachment point and expressed in a chosen frame, these are the reaction force
+and torque that the joint exerts on each of its two parts during step n → n+1.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .errors import ModelError
+from .model.bodies import Ground, RigidBody
+from .model.joints import Joint
+from .model.system import System
+
+
+class Reaction(NamedTuple):
+    """Reactions of one joint per step, (N, 3) each (``t``: (N,) step midpoints, s).
+
+    force_a, torque_a : force (N) on part a and torque (N m) about its attachment point ``at_a``
+    force_b, torque_b : the same on part b, about ``at_b``
+    Expressed in the frame asked for (world axes by default). For a joint on the ground, the
+    ground's side follows from action = reaction (F_a = −F_b, the torques balance about each point).
+    """
+
+    t: np.ndarray
+    force_a: np.ndarray
+    torque_a: np.ndarray
+    force_b: np.ndarray
+    torque_b: np.ndarray
+
+
+@jax.jit
+def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
+    """Generalised constraint forces −Ḡᵀλ (N, n_blocks, 3) of the steps, λ (N, n_c) kept rows."""
+    force = jax.vmap(lambda *a: model.constraint_force(*a)[0])(q0, q1, theta0, theta1, s0, s1, lam)
+    return -force.reshape(force.shape[0], -1, 3)
+
+
+def joint_reactions(system, solution, joint: Joint, frame="world") -> Reaction:
+    """Reaction force and torque of ``joint`` on its two parts at every step of ``solution``.
+
+    system : the System or Assembly that ``solution`` was computed from
+    joint : one of its joints (any backend: the multipliers mean the same in both)
+    frame : "world", "a" or "b" (the axes of that part at the step midpoint), or a part's name
+    """
+    assembly = system.assemble() if isinstance(system, System) else system
+    model, layout = assembly.model, assembly.layout
+    rows = [i for i, (owner, _) in enumerate(layout.constraint_rows) if owner == joint.name]
+    if not isinstance(joint, Joint) or not rows:
+        raise ModelError(f"joint_reactions: {joint!r} is not a joint of this system; pass one of the "
+                         "Joint objects it was built from.")
+    keep = np.asarray(model.constraint_keep, dtype=np.int64)
+    lam = np.zeros((len(solution) - 1, len(keep)))
+    mine = np.isin(keep, rows)
+    lam[:, mine] = solution.multipliers[:, keep[mine]]
+    cut = lambda x: (jnp.asarray(x[:-1]), jnp.asarray(x[1:]))  # noqa: E731
+    Q0, Q1 = cut(solution.q)
+    f = np.asarray(_wrenches(model, Q0, Q1, *cut(solution.theta), *cut(solution.s), jnp.asarray(lam)))
+    qm = 0.5 * (solution.q[:-1] + solution.q[1:]).reshape(len(lam), -1, 3)
+
+    def pose(part):
+        """(x (N, 3) centre of mass, R (N, 3, 3) midpoint axes) of a part with coordinates."""
+        b = layout.frame(part)
+        R = np.swapaxes(qm[:, b[1:]], 1, 2) if isinstance(part, RigidBody) else np.broadcast_to(np.eye(3), (len(qm), 3, 3))
+        U, _, Vt = np.linalg.svd(R)  # the nearest rotation (the midpoint directors are not orthonormal)
+        return qm[:, b[0]], U @ Vt
+
+    def wrench(part, at):
+        """(F, M about the attachment point, x of the point) on a part with coordinates."""
+        b = layout.frame(part)
+        F = f[:, b[0]]
+        if not isinstance(part, RigidBody):
+            return F, np.zeros_like(F), qm[:, b[0]]
+        M = np.cross(qm[:, b[1:]], f[:, b[1:]]).sum(axis=1)
+        arm = np.einsum("nkc,k->nc", qm[:, b[1:]], at)  # the midpoint's material point, as in Ḡ
+        return F, M - np.cross(arm, F), qm[:, b[0]] + arm
+
+    at_a, at_b = (np.asarray(getattr(joint, k, np.zeros(3)), float) for k in ("at_a", "at_b"))
+    if isinstance(joint.a, Ground):
+        Fb, Mb, xb = wrench(joint.b, at_b)
+        Fa, Ma = -Fb, -Mb - np.cross(xb - at_a, Fb)
+    elif isinstance(joint.b, Ground):
+        Fa, Ma, xa = wrench(joint.a, at_a)
+        Fb, Mb = -Fa, -Ma - np.cross(xa - at_b, Fa)
+    else:
+        (Fa, Ma, _), (Fb, Mb, _) = wrench(joint.a, at_a), wrench(joint.b, at_b)
+    named = {"a": joint.a, "b": joint.b}
+    target = named.get(frame) or next((p for p in (joint.a, joint.b, *layout.parts) if p.name == frame), None)
+    if frame != "world":
+        if target is None:
+            raise ModelError(f"joint_reactions: unknown frame {frame!r}; use 'world', 'a', 'b' or a part's name.")
+        if not isinstance(target, Ground):
+            R = pose(target)[1]
+            Fa, Ma, Fb, Mb = (np.einsum("nji,nj->ni", R, X) for X in (Fa, Ma, Fb, Mb))
+    t = 0.5 * (solution.t[:-1] + solution.t[1:])
+    return Reaction(t, Fa, Ma, Fb, Mb)

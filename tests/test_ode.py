@@ -1,0 +1,36 @@
+"""The "ode" backend (Thompson's reduced ODE by solve_ivp): P6's reduced pendulum equation, the
+energy balance with a damper, the EM schemes converging to it with order 2, clear refusals."""
+
+import numpy as np
+import pytest
+from conftest import fitted_order
+
+import conserve as cs
+from conserve import problems
+
+
+def test_p6_pendulum_matches_the_reduced_equation_and_balances_energy():
+    pendulum = problems.ThompsonPendulum()  # with the rotary spring-damper
+    sol = cs.simulate(pendulum.system(), 3.0, 1e-2, backend="ode")
+    assert np.max(np.abs(pendulum.beta(sol) - pendulum.reference(sol.t))) <= 1e-8
+    assert np.all(sol.dissipation >= 0) and np.sum(sol.dissipation) > 0.1  # J: the damper works
+    assert np.max(np.abs(sol.energy_balance_error)) <= 1e-8 * abs(sol.energy.total[0])
+    assert np.all(np.isnan(sol.multipliers)) and sol.stats["backend"] == "ode"
+
+
+def test_em_backends_converge_to_the_ode_with_order_two():
+    system = problems.double_pendulum().assemble()
+    ref = cs.simulate(system, 0.4, 1e-2, backend="ode", ode={"rtol": 1e-12, "atol": 1e-14})
+    assert np.max(ref.constraint_residual) <= 1e-9  # not projected, but accurate
+    for backend in ("director", "reduced"):
+        dts = [5e-3, 2.5e-3, 1.25e-3]
+        errors = [np.max(np.abs(cs.simulate(system, 0.4, h, backend=backend).q[::round(1e-2 / h)] - ref.q))
+                  for h in dts]
+        assert abs(fitted_order(dts, errors) - 2.0) <= 0.15
+
+
+@pytest.mark.parametrize("make, words", [(problems.slider_crank, "close loops"),
+                                         (lambda: problems.spacecraft("hybrid"), "motors and applied loads")])
+def test_ode_backend_refuses_what_it_does_not_model(make, words):
+    with pytest.raises(cs.ModelError, match=words):
+        cs.simulate(make(), 0.1, 1e-2, backend="ode")
