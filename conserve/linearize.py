@@ -72,9 +72,11 @@ class Linearization:
 
 
 @jax.jit
-def _derivatives(model, q, p, omega):
-    """(L_u̇u̇, L_u̇u, −L_uu, L_u) at u = 0, u̇ = 0 (see the module docstring)."""
+def _derivatives(model, state, q, p, omega):
+    """(L_u̇u̇, L_u̇u, −L_uu, L_u) at u = 0, u̇ = 0 (see the module docstring), and of the cut
+    constraints g_c(u) their Jacobian G_c (m, n) and Hessians (m, n, n)."""
     tree, Q = model.tree, model.blocks(q)
+    s0 = model.coordinate_values(q)
 
     def lagrangian(u, u_dot):
         x, x_dot = jax.jvp(lambda w: configure(tree, Q, w), (u,), (u_dot,))
@@ -82,11 +84,17 @@ def _derivatives(model, q, p, omega):
         return (0.5 * x_dot @ model.mass_times(x_dot) - p @ model.rotor_relative_rates(x, x_dot, p)
                 - model.potential_energy(x, model.coordinate_values(x)))
 
+    def cut_constraints(u):
+        x = configure(tree, Q, u)
+        s = state.s + model.coordinate_values(x) - s0  # tracked joint coordinates follow q
+        return model.constraints(x, state.theta, s)[np.asarray(tree.cut_rows, np.int64)]
+
     zero = jnp.zeros(tree.n_dof, q.dtype)
     return (jax.hessian(lagrangian, argnums=1)(zero, zero),
             jax.jacfwd(jax.grad(lagrangian, argnums=1), argnums=0)(zero, zero),  # ∂²L/∂u̇_i∂u_j
             -jax.hessian(lagrangian, argnums=0)(zero, zero),
-            jax.grad(lagrangian, argnums=0)(zero, zero))
+            jax.grad(lagrangian, argnums=0)(zero, zero),
+            jax.jacfwd(cut_constraints)(zero), jax.hessian(cut_constraints)(zero))
 
 
 def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Linearization:
@@ -94,23 +102,33 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     ``frame_rate`` (3,), rad/s, with hybrid rotor momenta ``p`` (n_r,), kg m²/s (default: the
     system's initial configuration and rotor momenta).
 
-    system : System or Assembly, a kinematic tree (no loop-closing joints or other cut
-        constraints: they would need the tangent space of their constraints, not done yet)
+    system : System or Assembly. Loops and other cut constraints g_c(u) = 0 (see
+        :mod:`conserve.model.tree`) are eliminated to first order: u = N z with N a basis of
+        ker G_c, their multipliers λ from the equilibrium L_u = G_cᵀλ, and K gains the
+        constraints' curvature, K = Nᵀ(−L_uu + Σ λ_i ∇²g_i)N (coordinates z then have no names).
     """
     assembly = system.assemble() if isinstance(system, System) else system
     model, tree, state = assembly.model, assembly.model.tree, assembly.initial_state
-    if tree.cut_rows:
-        owners = sorted({assembly.layout.constraint_rows[model.constraint_keep[i]][0] for i in tree.cut_rows})
-        raise ModelError(f"linearize: the constraints of {owners} close loops or act outside the kinematic "
-                         "tree; linearisation needs a tree system (remove them or linearise a sub-system).")
     q = state.q if q is None else jnp.asarray(q, float)
     p = state.p if p is None else jnp.asarray(p, float)
     if q.shape != state.q.shape or p.shape != state.p.shape:
         raise ModelError(f"linearize: q must have shape {state.q.shape} and p {state.p.shape}, "
                          f"got {q.shape} and {p.shape}.")
-    M, C, K, imbalance = _derivatives(model, q, p, jnp.asarray(frame_rate, float))
-    M, D, K = (np.asarray(a) for a in (M, C - C.T, K))
-    n = tree.n_dof
-    A = np.block([[np.zeros((n, n)), np.eye(n)], [-np.linalg.solve(M, K), -np.linalg.solve(M, D)]])
+    M, C, K, imbalance, Gc, Hc = (np.asarray(a) for a in
+                                  _derivatives(model, state, q, p, jnp.asarray(frame_rate, float)))
     names = tuple(f"{link.name}[{k}]" for link in tree.links for k in range(link.n_dof))
+    if Gc.shape[0]:
+        if model.n_rotors and np.any(jax.jacfwd(lambda th: model.constraints(q, th, state.s))(state.theta)):
+            raise ModelError("linearize: a cut constraint (a rope on a hybrid winch) involves a rotor's spin "
+                             "angle; linearisation treats spin angles as cyclic and cannot keep it.")
+        lam = np.linalg.lstsq(Gc.T, imbalance, rcond=None)[0]
+        imbalance = imbalance - Gc.T @ lam
+        K = K + np.einsum("i,ijk->jk", lam, Hc)
+        _, sv, Vt = np.linalg.svd(Gc)
+        N = Vt[int(np.sum(sv > 1e-10 * sv[0])):].T
+        M, C, K, imbalance = N.T @ M @ N, N.T @ C @ N, N.T @ K @ N, N.T @ imbalance
+        names = tuple(f"z[{k}]" for k in range(N.shape[1]))
+    M, D, K = (np.asarray(a) for a in (M, C - C.T, K))
+    n = M.shape[0]
+    A = np.block([[np.zeros((n, n)), np.eye(n)], [-np.linalg.solve(M, K), -np.linalg.solve(M, D)]])
     return Linearization(M, D, K, A, names, np.asarray(imbalance))

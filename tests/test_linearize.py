@@ -65,6 +65,30 @@ def test_heavy_top_nutation_about_steady_precession():
     assert np.max(np.abs(linearize(system, frame_rate=(0.0, 0.0, 1.1 * Om)).imbalance)) > 1e-3
 
 
-def test_loops_are_refused():
-    with pytest.raises(cs.ModelError, match="close loops"):
-        linearize(cs.problems.slider_crank())
+def test_parallelogram_four_bar_frequency():
+    """A loop: two hanging cranks (bars, mass m, length ℓ) carry a coupler (mass M) that
+    translates on a circle, ω² = g (m ℓ + M ℓ) / (2 J_O + M ℓ²), J_O the crank's inertia about
+    its pivot. The loop-closing joint is cut (and redundant in 3-D); its multipliers enter K."""
+    from conserve.problems import _bar
+
+    m, M, l, d, r = 1.0, 3.0, 0.8, 1.2, 0.01
+    down = np.array([0.0, -l, 0.0])
+    crank1, crank2 = _bar("crank1", [0, 0, 0], down, mass=m, radius=r), _bar("crank2", [d, 0, 0], down + [d, 0, 0], mass=m, radius=r)
+    coupler = _bar("coupler", down, down + [d, 0, 0], mass=M, radius=r)
+    z = (0.0, 0.0, 1.0)
+    system = cs.System([crank1, crank2, coupler, cs.Gravity((0.0, -g, 0.0)),
+                        cs.Revolute(cs.ground, crank1, at=(0, 0, 0), axis=z),
+                        cs.Revolute(cs.ground, crank2, at=(d, 0, 0), axis=z),
+                        cs.Revolute(crank1, coupler, at=down, axis=z),
+                        cs.Revolute(crank2, coupler, at=down + [d, 0, 0], axis=z)])
+    assembly = system.assemble()
+    assert assembly.degrees_of_freedom == 1 and assembly.model.tree.cut_rows
+    lin = linearize(assembly)
+    J_O = m * (l**2 / 3 + r**2 / 4)
+    assert lin.M.shape == (1, 1) and np.max(np.abs(lin.imbalance)) <= 1e-10
+    np.testing.assert_allclose(lin.frequencies, [np.sqrt(g * (m * l + M * l) / (2 * J_O + M * l**2))], rtol=1e-10)
+
+
+def test_a_rope_on_a_hybrid_winch_is_refused():
+    with pytest.raises(cs.ModelError, match="spin angle"):
+        linearize(cs.problems.RotaryCrane().system("hybrid"))

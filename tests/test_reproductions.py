@@ -32,6 +32,7 @@ def test_spacecraft_reproduction(tmp_path):
     assert (tmp_path / "path.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_crane_reproduction(tmp_path):
     numbers = runpy.run_path(str(ROOT / "paper_reproductions" / "hca_rotary_crane.py"))["run"](tmp_path, quick=True)
     for m in ("hybrid", "body"):

@@ -34,7 +34,7 @@ from ..model.tree import null_space, velocities
 
 def unknowns(model) -> int:
     """Size of the ODE state per evaluation: q, ν, s, p, θ and one dissipation per damper."""
-    n_s, n_r = model.coordinate_values(jnp.zeros(model.n_coordinates)).shape[0], model.n_rotors
+    n_s, n_r = sum(sl.stop - sl.start for *_, sl in model._coordinate_groups()), model.n_rotors
     return model.n_coordinates + model.tree.n_dof + 2 * n_s + 3 * n_r
 
 
