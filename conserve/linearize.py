@@ -31,7 +31,7 @@ import numpy as np
 import scipy.linalg
 
 from .errors import ModelError
-from .model.system import System
+from .model.system import as_assembly
 from .model.tree import configure
 
 
@@ -81,8 +81,7 @@ def _derivatives(model, state, q, p, omega):
     def lagrangian(u, u_dot):
         x, x_dot = jax.jvp(lambda w: configure(tree, Q, w), (u,), (u_dot,))
         x_dot = x_dot + jnp.cross(omega, x.reshape(-1, 3)).ravel()
-        return (0.5 * x_dot @ model.mass_times(x_dot) - p @ model.rotor_relative_rates(x, x_dot, p)
-                - model.potential_energy(x, model.coordinate_values(x)))
+        return model.routhian(x, x_dot, p, model.coordinate_values(x))
 
     def cut_constraints(u):
         x = configure(tree, Q, u)
@@ -107,7 +106,7 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
         ker G_c, their multipliers λ from the equilibrium L_u = G_cᵀλ, and K gains the
         constraints' curvature, K = Nᵀ(−L_uu + Σ λ_i ∇²g_i)N (coordinates z then have no names).
     """
-    assembly = system.assemble() if isinstance(system, System) else system
+    assembly = as_assembly(system, "linearize")
     model, tree, state = assembly.model, assembly.model.tree, assembly.initial_state
     q = state.q if q is None else jnp.asarray(q, float)
     p = state.p if p is None else jnp.asarray(p, float)

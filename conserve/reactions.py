@@ -13,13 +13,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .errors import ModelError
 from .model.bodies import Ground, RigidBody
 from .model.joints import Joint
-from .model.system import System
+from .model.system import as_assembly
+from .solution import map_steps
 
 
 class Reaction(NamedTuple):
@@ -52,27 +52,28 @@ def joint_reactions(system, solution, joint: Joint, frame="world") -> Reaction:
     joint : one of its joints (any backend: the multipliers mean the same in both)
     frame : "world", "a" or "b" (the axes of that part at the step midpoint), or a part's name
     """
-    assembly = system.assemble() if isinstance(system, System) else system
+    assembly = as_assembly(system, "joint_reactions")
     model, layout = assembly.model, assembly.layout
-    rows = [i for i, (owner, _) in enumerate(layout.constraint_rows) if owner == joint.name]
+    rows = [i for i, (owner, _) in enumerate(layout.constraint_rows) if owner == getattr(joint, "name", None)]
     if not isinstance(joint, Joint) or not rows:
         raise ModelError(f"joint_reactions: {joint!r} is not a joint of this system; pass one of the "
                          "Joint objects it was built from.")
+    if len(solution) < 2:
+        raise ModelError("joint_reactions: the solution has no step (reactions are per step).")
     keep = np.asarray(model.constraint_keep, dtype=np.int64)
     lam = np.zeros((len(solution) - 1, len(keep)))
     mine = np.isin(keep, rows)
     lam[:, mine] = solution.multipliers[:, keep[mine]]
-    cut = lambda x: (jnp.asarray(x[:-1]), jnp.asarray(x[1:]))  # noqa: E731
-    Q0, Q1 = cut(solution.q)
-    f = np.asarray(_wrenches(model, Q0, Q1, *cut(solution.theta), *cut(solution.s), jnp.asarray(lam)))
+    ends = lambda x: (x[:-1], x[1:])  # noqa: E731
+    f = map_steps(lambda *a: _wrenches(model, *a), *ends(solution.q), *ends(solution.theta), *ends(solution.s), lam)
     qm = 0.5 * (solution.q[:-1] + solution.q[1:]).reshape(len(lam), -1, 3)
 
-    def pose(part):
-        """(x (N, 3) centre of mass, R (N, 3, 3) midpoint axes) of a part with coordinates."""
+    def axes(part):
+        """R (N, 3, 3): the part's axes at the step midpoints."""
         b = layout.frame(part)
         R = np.swapaxes(qm[:, b[1:]], 1, 2) if isinstance(part, RigidBody) else np.broadcast_to(np.eye(3), (len(qm), 3, 3))
         U, _, Vt = np.linalg.svd(R)  # the nearest rotation (the midpoint directors are not orthonormal)
-        return qm[:, b[0]], U @ Vt
+        return U @ Vt
 
     def wrench(part, at):
         """(F, M about the attachment point, x of the point) on a part with coordinates."""
@@ -99,7 +100,7 @@ def joint_reactions(system, solution, joint: Joint, frame="world") -> Reaction:
         if target is None:
             raise ModelError(f"joint_reactions: unknown frame {frame!r}; use 'world', 'a', 'b' or a part's name.")
         if not isinstance(target, Ground):
-            R = pose(target)[1]
+            R = axes(target)
             Fa, Ma, Fb, Mb = (np.einsum("nji,nj->ni", R, X) for X in (Fa, Ma, Fb, Mb))
     t = 0.5 * (solution.t[:-1] + solution.t[1:])
     return Reaction(t, Fa, Ma, Fb, Mb)

@@ -19,9 +19,9 @@ import numpy as np
 
 from .backends import BACKENDS
 from .discrete.newton import Newton
-from .errors import ConvergenceError, ModelError
+from .errors import ConvergenceError, ModelError, SimulationError
 from .model.assembled import Model, State
-from .model.system import Assembly, System
+from .model.system import as_assembly
 from .solution import Solution, layout_record, node_diagnostics
 
 #: Steps per compiled chunk; steps past the end are masked, so every run length shares one
@@ -108,9 +108,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         A step did not converge (or gave NaN). ``err.partial_solution`` holds every step up to
         the last converged one; ``err.step``, ``err.time``, ``err.residual_history`` say where.
     """
-    assembly = system.assemble() if isinstance(system, System) else system
-    if not isinstance(assembly, Assembly):
-        raise ModelError(f"simulate: expected a cs.System, got {type(system).__name__}.")
+    assembly = as_assembly(system, "simulate")
     if backend not in BACKENDS:
         raise ModelError(f"simulate: unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
     dt, t0, t_end = float(dt), float(t0), float(t_end)
@@ -171,16 +169,23 @@ _node_diagnostics = jax.jit(node_diagnostics)
 
 
 def _simulate_ode(assembly, t0, t_end, dt, options):
-    """The "ode" backend's Solution: nodes every dt, no multipliers (NaN), no Newton."""
-    nodes, dissipation, stats = BACKENDS["ode"].integrate(assembly, t0, t_end, dt, **options)
+    """The "ode" backend's Solution: nodes every dt, no multipliers (NaN), no Newton. If
+    solve_ivp fails, a SimulationError carries the nodes it reached."""
+    nodes, dissipation, stats, failure = BACKENDS["ode"].integrate(assembly, t0, t_end, dt, **options)
     n = len(nodes.q) - 1
     diagnostics = jax.tree.map(np.asarray, jax.vmap(partial(_node_diagnostics, assembly.model))(
         jax.tree.map(jnp.asarray, nodes)))
-    return Solution(t=t0 + dt * np.arange(n + 1), q=nodes.q, v=nodes.v, s=nodes.s, p=nodes.p, theta=nodes.theta,
-                    multipliers=np.full((n, len(assembly.layout.constraint_rows)), np.nan),
-                    newton_iterations=np.zeros(n, np.int32), work=np.zeros((n, 0)), dissipation=dissipation,
-                    layout=layout_record(assembly.layout), diagnostics=diagnostics,
-                    stats={"backend": "ode", "steps": n, **stats})
+    solution = Solution(t=t0 + dt * np.arange(n + 1), q=nodes.q, v=nodes.v, s=nodes.s, p=nodes.p,
+                        theta=nodes.theta, multipliers=np.full((n, len(assembly.layout.constraint_rows)), np.nan),
+                        newton_iterations=np.zeros(n, np.int32), work=np.zeros((n, 0)), dissipation=dissipation,
+                        layout=layout_record(assembly.layout), diagnostics=diagnostics,
+                        stats={"backend": "ode", "steps": n, **stats})
+    if failure:
+        raise SimulationError(f"backend 'ode' failed after t = {t0 + n * dt:.6g} s: {failure}. Kept the {n + 1} "
+                              "nodes reached in err.partial_solution; try another method or tolerances "
+                              "(simulate(..., ode={'method': 'Radau'})).",
+                              partial_solution=solution, step=n, time=t0 + n * dt)
+    return solution
 
 
 def _failure(n, t, h, newton, history, solution):

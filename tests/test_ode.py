@@ -34,3 +34,22 @@ def test_em_backends_converge_to_the_ode_with_order_two():
 def test_ode_backend_refuses_what_it_does_not_model(make, words):
     with pytest.raises(cs.ModelError, match=words):
         cs.simulate(make(), 0.1, 1e-2, backend="ode")
+
+
+def test_a_failed_integration_keeps_the_nodes_it_reached(monkeypatch):
+    """solve_ivp giving up half-way (simulated) leaves a SimulationError with the nodes up to there."""
+    from conserve.backends import ode
+
+    real = ode.solve_ivp
+
+    def gives_up_half_way(f, span, y0, t_eval, **kw):
+        out = real(f, (span[0], 0.5 * span[1]), y0, t_eval=t_eval[t_eval <= 0.5 * span[1]], **kw)
+        out.success, out.message = False, "Required step size is less than spacing between numbers."
+        return out
+
+    monkeypatch.setattr(ode, "solve_ivp", gives_up_half_way)
+    with pytest.raises(cs.SimulationError, match="Kept the 51 nodes") as err:
+        cs.simulate(problems.ThompsonPendulum().system(), 1.0, 1e-2, backend="ode")
+    partial = err.value.partial_solution
+    assert len(partial) == 51 and err.value.time == pytest.approx(0.5)
+    assert np.max(np.abs(partial.energy_balance_error)) <= 1e-8 * abs(partial.energy.total[0])

@@ -65,9 +65,9 @@ def rhs(model, y):
     c_s = jnp.concatenate([g["damping"] for _, g, _ in model._coordinate_groups()]) if s.size else s
     c_r = model.rotor_params["friction"]
 
-    def lagrangian(q, v, p):
-        return (0.5 * v @ model.mass_times(v) - p @ model.rotor_relative_rates(q, v, p)
-                - model.potential_energy(q, s + model.coordinate_values(q) - jax.lax.stop_gradient(model.coordinate_values(q))))
+    def lagrangian(q, v, p):  # s is integrated (it counts turns); its q-derivative is ∂s/∂q
+        s_q = s + model.coordinate_values(q) - jax.lax.stop_gradient(model.coordinate_values(q))
+        return model.routhian(q, v, p, s_q)
 
     def rayleigh(v):  # of the joint dampers; the bearings' acts on θ only (θ is a relative angle)
         s_dot = jax.jvp(model.coordinate_values, (q,), (v,))[1]
@@ -88,7 +88,8 @@ def rhs(model, y):
 
 def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12):
     """Integrate from the assembly's initial state; returns (nodes State (N+1, ...), dissipation
-    per step (N, n_s + n_r), stats). Nodes at t0 + k dt, k = 0 … N."""
+    per step (N, n_s + n_r), stats, failure). Nodes at t0 + k dt, k = 0 … N; if solve_ivp fails,
+    the nodes it reached and its message as ``failure`` (else None)."""
     check(assembly)
     model, state = assembly.model, assembly.initial_state
     H0 = np.asarray(null_space(model.tree, model.blocks(state.q)))
@@ -104,8 +105,6 @@ def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12):
     tic = time.perf_counter()
     out = solve_ivp(f, (t0, t_eval[-1]), y0, method=method, t_eval=t_eval, rtol=rtol, atol=atol)
     run_time = time.perf_counter() - tic
-    if not out.success:
-        raise ModelError(f"backend 'ode': solve_ivp ({method}) failed: {out.message}")
     q, nu, s, p, theta, e = (np.asarray(x) for x in _split(model, jnp.asarray(out.y)))
     H = jax.vmap(lambda qk: null_space(model.tree, model.blocks(qk)))(jnp.asarray(q.T))
     v = np.einsum("nij,jn->ni", np.asarray(H), nu)
@@ -113,4 +112,4 @@ def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12):
     stats = {"compile_time": compile_time, "run_time": run_time, "time_per_step": run_time / n,
              "rhs_evaluations": int(out.nfev), "method": method, "rtol": rtol, "atol": atol,
              "unknowns": unknowns(model)}
-    return nodes, np.diff(e.T, axis=0), stats
+    return nodes, np.diff(e.T, axis=0), stats, None if out.success else f"solve_ivp ({method}): {out.message}"

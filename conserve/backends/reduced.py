@@ -25,6 +25,7 @@ import numpy as np
 from ..discrete.newton import newton_solve
 from ..model.assembled import Model, State
 from ..model.tree import configure, null_space, velocities
+from ..solution import map_steps
 from .director import advance, equations
 
 
@@ -81,25 +82,14 @@ def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
 
 
 @jax.jit
-def _block_multipliers(model: Model, nodes: State, lams, n0, t0, h):
-    """Multipliers of the steps n0 … n0 + len(lams) − 1 (one compiled block, vmapped)."""
-    def one(k, lam):
-        at = lambda i: jax.tree.map(lambda a: a[i], nodes)  # noqa: E731
-        return _tree_multipliers(model, at(k), at(k + 1), lam, t0 + (n0 + k) * h, h)
-
-    return jax.vmap(one)(jnp.arange(lams.shape[0]), lams)
+def _batch_multipliers(model: Model, before: State, after: State, lams, t, h):
+    return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, None))(model, before, after, lams, t, h)
 
 
-def multipliers(model: Model, nodes: State, lams, t0, h, block=512):
+def multipliers(model: Model, nodes: State, lams, t0, h):
     """The tree multipliers of a finished run, after the time loop (so the step stays minimal):
     ``nodes`` the States at t_0 … t_N stacked (N + 1, ...), ``lams`` (N, n_c) the step's
-    multipliers (cut rows filled). Returns (N, n_c) scaled multipliers λ̃ of every kept row.
-    Blocks of ``block`` steps (the last one padded) share one compilation."""
-    n = lams.shape[0]
-    pad = -n % block
-    nodes = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), nodes)
-    lams_p = np.concatenate([lams, np.repeat(lams[-1:], pad, axis=0)])
-    out = [np.asarray(_block_multipliers(model, jax.tree.map(lambda a: a[i:i + block + 1], nodes),
-                                         lams_p[i:i + block], i, t0, h))
-           for i in range(0, n, block)]
-    return np.concatenate(out)[:n]
+    multipliers (cut rows filled). Returns (N, n_c) scaled multipliers λ̃ of every kept row."""
+    before, after = (jax.tree.map(lambda a: a[k:len(a) - 1 + k], nodes) for k in (0, 1))
+    times = t0 + h * np.arange(len(lams))
+    return map_steps(lambda *a: _batch_multipliers(model, *a, h), before, after, lams, times)

@@ -114,6 +114,12 @@ class Model:
         """T = ½ vᵀ M' v + Σ_k p_k² / (2 J_a,k) in J (rotor-scheme.md §4)."""
         return 0.5 * v @ self.mass_times(v) + jnp.sum(0.5 * p**2 / self.rotor_params["axial_inertia"])
 
+    def routhian(self, q, v, p, s):
+        """R = ½ vᵀ M' v − p·θ'(q, v, p) − V(q, s) in J: the Lagrangian with the hybrid rotors'
+        cyclic spin angles eliminated at fixed axial momenta p (Routh; −p·θ' = p·(ω·a) + const,
+        the gyroscopic coupling). The reduced ODE and the linearisation differentiate it."""
+        return 0.5 * v @ self.mass_times(v) - p @ self.rotor_relative_rates(q, v, p) - self.potential_energy(q, s)
+
     def linear_momentum(self, v):
         """L = Σ_a t_a (M v)_a over translational blocks a, in kg m/s (3,)."""
         return self.translational @ self.mass_times(v).reshape(-1, 3)

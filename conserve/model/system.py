@@ -126,6 +126,15 @@ class Assembly:
         return "\n".join(lines)
 
 
+def as_assembly(system, who):
+    """The Assembly of a System (assembled now) or an Assembly as given; ``who`` names the caller
+    in the error for anything else."""
+    assembly = system.assemble() if isinstance(system, System) else system
+    if not isinstance(assembly, Assembly):
+        raise ModelError(f"{who}: expected a cs.System or its assembly, got {type(system).__name__}.")
+    return assembly
+
+
 class System:
     """A multibody system: bodies, joints and forces.
 

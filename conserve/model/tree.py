@@ -28,6 +28,9 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from ..kinematics.frames import frames_of
 from ..kinematics.rotations import cayley, nearest_rotation
 from .bodies import Ground, PointMass, RigidBody
 from .joints import Joint, Spherical
@@ -145,7 +148,8 @@ def spanning_tree(parts, elements, layout):
 
 def _frame(Q, f):
     """(φ (3,), R (3, 3) with the directors as columns) of the frame with block indices f."""
-    return Q[f[0]], Q[jnp.asarray(f[1:])].T
+    frame = frames_of(Q, [np.asarray(f)])[0]
+    return frame.position, frame.rotation
 
 
 def velocities(tree: Tree, Q, nu):
