@@ -14,7 +14,7 @@ from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Fo
                     Universal, ground)
 from .linearize import Linearization, linearize
 from .reactions import Reaction, joint_reactions
-from .simulate import simulate
+from .simulate import resume, simulate
 from .solution import Solution
 
 __version__ = "0.1.0"
@@ -25,6 +25,6 @@ __all__ = [
     "Distance", "Fixed", "Force", "Gravity", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular",
     "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "RotorState",
     "Spherical", "SpringDamper",
-    "System", "Torque", "Universal", "ground", "simulate", "Solution", "linearize", "Linearization",
+    "System", "Torque", "Universal", "ground", "resume", "simulate", "Solution", "linearize", "Linearization",
     "joint_reactions", "Reaction",
 ]

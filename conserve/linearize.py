@@ -10,15 +10,18 @@ conserved axial momenta p is
     L(u, u̇) = ½ ẋᵀ M ẋ − p·θ'(q, ẋ, p) − V(q, s(q)),   q = F(q*, u),  ẋ = ∂F/∂u u̇ + Ω × q
 
 (θ' the rotors' relative rates, so −p·θ' = p·(ω·a) + const: the gyroscopic coupling of
-spinning rotors). About u = 0, u̇ = 0 the Lagrange equations linearise to
+spinning rotors), and with Rayleigh's function R(u, u̇) = ½ Σ c_k ṡ_k² of the joint dampers
+(:meth:`~conserve.model.assembled.Model.rayleigh`), the equations d/dt L_u̇ − L_u + R_u̇ = 0
+linearise about u = 0, u̇ = 0 to
 
-    M ü + D u̇ + K u = 0,   M = L_u̇u̇,   D = L_u̇u − L_u̇uᵀ (gyroscopic, skew),   K = −L_uu,
+    M ü + D u̇ + K u = 0,   M = L_u̇u̇,   D = (L_u̇u − L_u̇uᵀ) + R_u̇u̇,   K = −L_uu + R_u̇u,
 
-all by automatic differentiation; the state-space form is ż = A z with z = (u, u̇). A relative
-equilibrium (a spinning spacecraft, a steadily precessing top, wheels spinning in a resting
-body) is an equilibrium of the turning frame: pass its rate Ω; ``imbalance`` = L_u at the point
-says how far from an equilibrium it is (0 there). Dampers, motors and applied loads are not
-included (D holds the gyroscopic terms only).
+(D: the skew gyroscopic part plus the symmetric damping), all by automatic differentiation; the
+state-space form is ż = A z with z = (u, u̇). A relative equilibrium (a spinning spacecraft, a
+steadily precessing top, wheels spinning in a resting body) is an equilibrium of the turning
+frame: pass its rate Ω; ``imbalance`` = L_u − R_u̇ at the point says how far from an
+equilibrium it is (0 there). Motors, applied loads and rotor bearing friction (which changes
+the rotor momenta p, held fixed here) are not included.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 import scipy.linalg
 
 from .errors import ModelError
+from .model import loops
 from .model.system import as_assembly
 from .model.tree import configure
 
@@ -41,9 +45,10 @@ class Linearization:
 
     Attributes
     ----------
-    M, D, K : (n, n) mass (kg, kg m, kg m²), gyroscopic and stiffness matrices
+    M, D, K : (n, n) mass (kg, kg m, kg m²), damping (gyroscopic + dampers) and stiffness matrices
     A : (2n, 2n) state-space matrix of z = (u, u̇), ż = A z
-    coordinates : (n,) names "link[k]" (a free body's link: rotations 0–2, translations 3–5)
+    coordinates : (n,) names "link[k]": the k-th freedom of the tree link (a joint's rotations,
+        then slides; a free body's rotations 0–2, translations 3–5); with loops the independent ones
     imbalance : (n,) generalised force L_u at the point (0 at an equilibrium of the frame)
     """
 
@@ -73,26 +78,34 @@ class Linearization:
 
 @jax.jit
 def _derivatives(model, state, q, p, omega):
-    """(L_u̇u̇, L_u̇u, −L_uu, L_u) at u = 0, u̇ = 0 (see the module docstring), and of the cut
-    constraints g_c(u) their Jacobian G_c (m, n) and Hessians (m, n, n)."""
+    """(L_u̇u̇, L_u̇u, −L_uu, L_u − R_u̇, R_u̇u̇, R_u̇u) at u = 0, u̇ = 0 (see the module docstring),
+    and of the cut constraints g_c(u) their Jacobian G_c (m, n) and Hessians (m, n, n)."""
     tree, Q = model.tree, model.blocks(q)
     s0 = model.coordinate_values(q)
 
-    def lagrangian(u, u_dot):
+    def motion(u, u_dot):
         x, x_dot = jax.jvp(lambda w: configure(tree, Q, w), (u,), (u_dot,))
-        x_dot = x_dot + jnp.cross(omega, x.reshape(-1, 3)).ravel()
+        return x, x_dot + jnp.cross(omega, x.reshape(-1, 3)).ravel()
+
+    def lagrangian(u, u_dot):
+        x, x_dot = motion(u, u_dot)
         return model.routhian(x, x_dot, p, model.coordinate_values(x))
+
+    def rayleigh(u, u_dot):
+        return model.rayleigh(*motion(u, u_dot))[0]
 
     def cut_constraints(u):
         x = configure(tree, Q, u)
         s = state.s + model.coordinate_values(x) - s0  # tracked joint coordinates follow q
-        return model.constraints(x, state.theta, s)[np.asarray(tree.cut_rows, np.int64)]
+        return model.constraints(x, state.theta, s)[np.asarray(tree.loop_rows + tree.cut_rows, np.int64)]
 
     zero = jnp.zeros(tree.n_dof, q.dtype)
+    R_udot = jax.grad(rayleigh, argnums=1)
     return (jax.hessian(lagrangian, argnums=1)(zero, zero),
             jax.jacfwd(jax.grad(lagrangian, argnums=1), argnums=0)(zero, zero),  # ∂²L/∂u̇_i∂u_j
             -jax.hessian(lagrangian, argnums=0)(zero, zero),
-            jax.grad(lagrangian, argnums=0)(zero, zero),
+            jax.grad(lagrangian, argnums=0)(zero, zero) - R_udot(zero, zero),
+            jax.jacfwd(R_udot, argnums=1)(zero, zero), jax.jacfwd(R_udot, argnums=0)(zero, zero),
             jax.jacfwd(cut_constraints)(zero), jax.hessian(cut_constraints)(zero))
 
 
@@ -102,9 +115,11 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     system's initial configuration and rotor momenta).
 
     system : System or Assembly. Loops and other cut constraints g_c(u) = 0 (see
-        :mod:`conserve.model.tree`) are eliminated to first order: u = N z with N a basis of
-        ker G_c, their multipliers λ from the equilibrium L_u = G_cᵀλ, and K gains the
-        constraints' curvature, K = Nᵀ(−L_uu + Σ λ_i ∇²g_i)N (coordinates z then have no names).
+        :mod:`conserve.model.tree`) are eliminated to first order: u = N u_i with N the basis of
+        ker G_c on the independent loop coordinates u_i chosen by pivoted QR
+        (:mod:`conserve.model.loops`; ``coordinates`` names them), their multipliers λ from the
+        equilibrium L_u = G_cᵀλ, and K gains the constraints' curvature,
+        K = Nᵀ(−L_uu + Σ λ_i ∇²g_i)N.
     """
     assembly = as_assembly(system, "linearize")
     model, tree, state = assembly.model, assembly.model.tree, assembly.initial_state
@@ -113,8 +128,10 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     if q.shape != state.q.shape or p.shape != state.p.shape:
         raise ModelError(f"linearize: q must have shape {state.q.shape} and p {state.p.shape}, "
                          f"got {q.shape} and {p.shape}.")
-    M, C, K, imbalance, Gc, Hc = (np.asarray(a) for a in
-                                  _derivatives(model, state, q, p, jnp.asarray(frame_rate, float)))
+    M, C, K, imbalance, R_vv, R_vu, Gc, Hc = (np.asarray(a) for a in
+                                              _derivatives(model, state, q, p, jnp.asarray(frame_rate, float)))
+    # dampers: d/dt L_u̇ − L_u + R_u̇ = 0 with R_u̇ ≈ R_u̇u̇ u̇ + R_u̇u u
+    D, K = C - C.T + R_vv, K + R_vu
     names = tuple(f"{link.name}[{k}]" for link in tree.links for k in range(link.n_dof))
     if Gc.shape[0]:
         if model.n_rotors and np.any(jax.jacfwd(lambda th: model.constraints(q, th, state.s))(state.theta)):
@@ -123,11 +140,10 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
         lam = np.linalg.lstsq(Gc.T, imbalance, rcond=None)[0]
         imbalance = imbalance - Gc.T @ lam
         K = K + np.einsum("i,ijk->jk", lam, Hc)
-        _, sv, Vt = np.linalg.svd(Gc)
-        N = Vt[int(np.sum(sv > 1e-10 * sv[0])):].T
-        M, C, K, imbalance = N.T @ M @ N, N.T @ C @ N, N.T @ K @ N, N.T @ imbalance
-        names = tuple(f"z[{k}]" for k in range(N.shape[1]))
-    M, D, K = (np.asarray(a) for a in (M, C - C.T, K))
+        dependent, independent = loops.partition(Gc)
+        N = np.asarray(loops.null_basis(Gc, dependent, independent))
+        M, D, K, imbalance = N.T @ M @ N, N.T @ D @ N, N.T @ K @ N, N.T @ imbalance
+        names = tuple(names[i] for i in np.asarray(independent))
     n = M.shape[0]
     A = np.block([[np.zeros((n, n)), np.eye(n)], [-np.linalg.solve(M, K), -np.linalg.solve(M, D)]])
     return Linearization(M, D, K, A, names, np.asarray(imbalance))

@@ -10,14 +10,17 @@ the raised error.
 from __future__ import annotations
 
 import math
-from functools import partial
 import time
+from collections import OrderedDict
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import checkpoint as checkpoints
 from .backends import BACKENDS
+from .backends.subdivide import subdividing
 from .discrete.newton import Newton
 from .errors import ConvergenceError, ModelError, SimulationError
 from .model.assembled import Model, State
@@ -28,7 +31,11 @@ from .solution import Solution, layout_record, node_diagnostics
 #: compiled chunk (a masked step costs a few µs, so short runs report a higher time per step).
 CHUNK = 1024
 
-_compiled: dict = {}
+#: Compiled chunk runners kept (least recently used dropped first): XLA's CPU code of one model
+#: takes ~1000–3000 memory mappings, and a process may hold only ~65 000.
+MAX_COMPILED = 16
+
+_compiled: OrderedDict = OrderedDict()
 
 
 def _chunk_fn(step, newton, length):
@@ -52,7 +59,7 @@ def _chunk_fn(step, newton, length):
             carry = (jax.tree.map(keep, state, new), keep(lam, new_lam), n + (active & info.converged),
                      failed | failed_now, jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
                                                        (info.history, info.iterations), failure))
-            return carry, (new, new_lam, info.iterations, info.work, info.dissipation, diag)
+            return carry, (new, new_lam, info.iterations, info.work, info.dissipation, info.substeps, diag)
 
         failure = (jnp.full((newton.max_iterations,), jnp.nan), jnp.int32(0))  # the failed step's Newton record
         init = (state, lam, n0, jnp.bool_(False), failure)
@@ -66,20 +73,30 @@ def _compile(step, newton, length, args):
     leaves, treedef = jax.tree.flatten(args)
     key = (step, newton, length, treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
     if key in _compiled:
+        _compiled.move_to_end(key)
         return _compiled[key], 0.0
     tic = time.perf_counter()
     fn = _chunk_fn(step, newton, length).lower(*args).compile()
     _compiled[key] = fn
+    while len(_compiled) > MAX_COMPILED:
+        _compiled.popitem(last=False)
     return fn, time.perf_counter() - tic
 
 
 def compiled_count():
-    """Number of distinct compiled chunk runners (one per model structure and step options)."""
+    """Number of compiled chunk runners held (one per model structure and step options, at most
+    MAX_COMPILED)."""
     return len(_compiled)
 
 
+def clear_compiled():
+    """Drop every compiled runner (and jax's caches): frees their memory and code mappings."""
+    _compiled.clear()
+    jax.clear_caches()
+
+
 def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chunk=CHUNK, progress=None,
-             ode=None) -> Solution:
+             ode=None, on_failure="raise", max_subdivisions=6, checkpoint=None, checkpoint_every=None) -> Solution:
     """Integrate ``system`` from t0 to t_end with the constant step dt.
 
     Parameters
@@ -89,14 +106,22 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     dt : float, s
     backend : "director" (energy-momentum midpoint DAE in director coordinates, DESIGN §6) or
         "reduced" (the same discrete equations in the kinematic tree's minimal coordinates,
-        Thompson's null-space form, DESIGN §8; loops and other constraints keep multipliers) or
+        Thompson's null-space form with Führer–Wallrapp loop coordinates, DESIGN §8) or
         "ode" (Thompson's reduced ODE by scipy's solve_ivp, not conserving: a reference, nodes
         every dt; tree systems without motors or loads, :mod:`conserve.backends.ode`)
     ode : options of the "ode" backend: {"method": any solve_ivp method (default "DOP853"),
         "rtol": 1e-10, "atol": 1e-12}
     newton : :class:`conserve.Newton` options (tolerance, iteration limit)
+    on_failure : "raise" (default: a step whose Newton iteration fails stops the run with a
+        :class:`ConvergenceError`) or "subdivide" (retry it as 2, 4, … conserving sub-steps, down
+        to dt / 2^max_subdivisions, :mod:`conserve.backends.subdivide`; ``sol.substeps`` records
+        them; a step that fails even then raises)
+    max_subdivisions : int ≥ 1, halvings tried by "subdivide"
     chunk : steps per compiled scan chunk (≥ 1)
     progress : optional callable ``progress(steps_done, n_steps)``, called after every chunk
+    checkpoint : optional directory: every ``checkpoint_every`` steps the run so far is saved
+        there atomically (:mod:`conserve.checkpoint`); :func:`resume` continues it bit-for-bit
+    checkpoint_every : steps between checkpoints (default ``chunk``; it sets the chunk length)
 
     Returns
     -------
@@ -111,57 +136,114 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     assembly = as_assembly(system, "simulate")
     if backend not in BACKENDS:
         raise ModelError(f"simulate: unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
-    dt, t0, t_end = float(dt), float(t0), float(t_end)
+    dt, t0, t_end = _number("dt", dt), _number("t0", t0), _number("t_end", t_end)
     if not (dt > 0 and math.isfinite(dt)):
         raise ModelError(f"simulate: dt must be positive and finite, got {dt}.")
     if not (t_end > t0 and math.isfinite(t_end)):
         raise ModelError(f"simulate: t_end must be finite and > t0 = {t0}, got {t_end}.")
     if not (isinstance(chunk, int) and chunk >= 1):
         raise ModelError(f"simulate: chunk must be an integer ≥ 1, got {chunk!r}.")
+    if on_failure not in ("raise", "subdivide"):
+        raise ModelError(f"simulate: on_failure must be 'raise' or 'subdivide', got {on_failure!r}.")
+    if not (isinstance(max_subdivisions, int) and 1 <= max_subdivisions <= 30):
+        raise ModelError(f"simulate: max_subdivisions must be an integer in 1…30, got {max_subdivisions!r}.")
+    if checkpoint_every is not None:
+        if checkpoint is None:
+            raise ModelError("simulate: checkpoint_every needs checkpoint=<directory>.")
+        if not (isinstance(checkpoint_every, int) and checkpoint_every >= 1):
+            raise ModelError(f"simulate: checkpoint_every must be an integer ≥ 1 (steps), got {checkpoint_every!r}.")
+        chunk = checkpoint_every
     newton = newton or Newton()
-    model, layout, state = assembly.model, assembly.layout, assembly.initial_state
     if backend == "ode":
+        if checkpoint is not None or on_failure != "raise":
+            raise ModelError("simulate: backend 'ode' (scipy's solve_ivp) supports neither checkpoints nor "
+                             "on_failure='subdivide'.")
         return _simulate_ode(assembly, t0, t_end, dt, ode or {})
-    step = BACKENDS[backend].step
     n_steps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
-    lam = jnp.zeros(model.n_constraints)
-    args = (model, state, lam, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
-    run, compile_time = _compile(step, newton, chunk, args)
+    settings = {"backend": backend, "t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
+                "newton": [newton.tol, newton.max_iterations], "on_failure": on_failure,
+                "max_subdivisions": max_subdivisions}
+    state, lam = assembly.initial_state, jnp.zeros(assembly.model.n_constraints)
+    first = {**{f"node_{k}": np.asarray(a)[None] for k, a in state._asdict().items()},
+             **{f"diag_{k}": np.asarray(a)[None] for k, a in _node_diagnostics(assembly.model, state).items()}}
+    ckpt = None
+    if checkpoint is not None:
+        ckpt = checkpoints.start(checkpoint, assembly, settings)
+        checkpoints.write(ckpt, 0, _carry(state, lam), first)
+    return _run(assembly, settings, state, lam, 0, [first], ckpt, progress)
 
-    first = jax.tree.map(lambda a: np.asarray(a)[None], (state, _node_diagnostics(model, state)))
-    nodes, diags, per_step = [first[0]], [first[1]], []
-    n, failed = 0, False
+
+def resume(path, system=None, *, progress=None) -> Solution:
+    """Continue the run checkpointed in the directory ``path`` to its end (bit-for-bit the
+    trajectory of an uninterrupted run with the same settings) and go on checkpointing there.
+
+    system : the System or Assembly the run was started with; needed only when it could not be
+        stored with the checkpoint (functions such as lambdas in it); checked against it."""
+    assembly, settings, n, carry, pieces, ckpt = checkpoints.read(path, system)
+    state = State(*(jnp.asarray(carry[k]) for k in State._fields))
+    return _run(assembly, settings, state, jnp.asarray(carry["lam"]), n, pieces, ckpt, progress)
+
+
+def _number(name, x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise ModelError(f"simulate: {name} must be a number (s), got {x!r}.") from None
+
+
+def _carry(state, lam):
+    return {**{k: np.asarray(a) for k, a in state._asdict().items()}, "lam": np.asarray(lam)}
+
+
+def _run(assembly, settings, state, lam, n, pieces, ckpt, progress) -> Solution:
+    """The time loop from step n (state, lam at t_n) to the end; ``pieces`` hold what was
+    computed before (dicts of node_*, step_*, diag_* arrays)."""
+    model, layout = assembly.model, assembly.layout
+    backend, t0, dt, n_steps = settings["backend"], settings["t0"], settings["dt"], settings["n_steps"]
+    newton = Newton(*settings["newton"])
+    step = BACKENDS[backend].step
+    if settings["on_failure"] == "subdivide":
+        step = subdividing(step, settings["max_subdivisions"])
+    args = (model, state, lam, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
+    run, compile_time = _compile(step, newton, settings["chunk"], args)
+
+    failed = False
     tic = time.perf_counter()
     while n < n_steps and not failed:
         (state, lam, n_new, failed, failure), out = run(
             model, state, lam, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
         done = int(n_new) - n
-        out = jax.tree.map(lambda a: np.asarray(a)[:done], out)
-        nodes.append(out[0])
-        per_step.append(out[1:5])
-        diags.append(out[5])
+        nodes, lams, iters, work, dissipation, substeps, diag = jax.tree.map(lambda a: np.asarray(a)[:done], out)
+        pieces.append({**{f"node_{k}": a for k, a in nodes._asdict().items()},
+                       **{f"diag_{k}": a for k, a in diag.items()},
+                       "step_lam": lams, "step_iterations": iters, "step_work": work,
+                       "step_dissipation": dissipation, "step_substeps": substeps})
         n, failed = int(n_new), bool(failed)
+        if ckpt is not None:
+            checkpoints.write(ckpt, n, _carry(state, lam), pieces[-1])
         if progress is not None:
             progress(n, n_steps)
     run_time = time.perf_counter() - tic
 
-    q, v, s, p, theta = (np.concatenate(x) for x in zip(*nodes))
-    lams, iters, work, dissipation = (np.concatenate(x) for x in zip(*per_step))
-    diagnostics = {k: np.concatenate([d[k] for d in diags]) for k in diags[0]}
+    join = lambda key: np.concatenate([p[key] for p in pieces if key in p])  # noqa: E731
+    q, v, s, p, theta = (join(f"node_{k}") for k in State._fields)
+    lams, iters, work, dissipation, substeps = (join(f"step_{k}") for k in
+                                                ("lam", "iterations", "work", "dissipation", "substeps"))
+    diagnostics = {k[5:]: join(k) for k in pieces[0] if k.startswith("diag_")}
     stats = {"backend": backend, "steps": n, "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": newton.tol,
-             "unknowns": BACKENDS[backend].unknowns(model)}
+             "unknowns": BACKENDS[backend].unknowns(model), "subdivided_steps": int(np.sum(substeps > 1))}
     recover = getattr(BACKENDS[backend], "multipliers", None)  # backends that eliminate multipliers
     if recover is not None and n:
         lams = recover(model, State(q, v, s, p, theta), lams, t0, dt)
     multipliers = np.zeros((n, len(layout.constraint_rows)))
     multipliers[:, list(model.constraint_keep)] = lams * (2.0 / dt**2)
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
-                        newton_iterations=iters, work=work, dissipation=dissipation,
+                        newton_iterations=iters, work=work, dissipation=dissipation, substeps=substeps,
                         layout=layout_record(layout), diagnostics=diagnostics, stats=stats)
     if failed:
         history = np.asarray(failure[0])[: int(failure[1])]
-        raise _failure(n, t0 + n * dt, dt, newton, history, solution)
+        raise _failure(n, t0 + n * dt, dt, newton, history, solution, settings)
     return solution
 
 
@@ -178,6 +260,7 @@ def _simulate_ode(assembly, t0, t_end, dt, options):
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=nodes.q, v=nodes.v, s=nodes.s, p=nodes.p,
                         theta=nodes.theta, multipliers=np.full((n, len(assembly.layout.constraint_rows)), np.nan),
                         newton_iterations=np.zeros(n, np.int32), work=np.zeros((n, 0)), dissipation=dissipation,
+                        substeps=np.ones(n, np.int32),
                         layout=layout_record(assembly.layout), diagnostics=diagnostics,
                         stats={"backend": "ode", "steps": n, **stats})
     if failure:
@@ -188,17 +271,21 @@ def _simulate_ode(assembly, t0, t_end, dt, options):
     return solution
 
 
-def _failure(n, t, h, newton, history, solution):
+def _failure(n, t, h, newton, history, solution, settings):
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
     if finite and np.min(history) <= 1e-12 * max(history[0], 1.0):
         what += (" although the residual reached round-off: the Newton matrix is (nearly) singular, e.g. a "
                  "kinematic singularity (a mechanism at a change point, aligned axes) or constraints that "
                  "became dependent")
+    if settings["on_failure"] == "subdivide":
+        what += f", also when retried as 2 … {2 ** settings['max_subdivisions']} sub-steps"
     hist = ", ".join(f"{r:.2e}" for r in history)
     return ConvergenceError(
         f"step {n} (t = {t:.6g} s -> {t + h:.6g} s): Newton {what}; residual history [{hist}]. "
-        f"Kept {n} converged steps in err.partial_solution. Try a smaller dt, a larger "
-        "Newton(max_iterations=...), or check the model for unbounded forces.",
+        + f"Kept {n} converged steps in err.partial_solution. Try a smaller dt, a larger "
+        "Newton(max_iterations=...)"
+        + (", on_failure='subdivide'" if settings["on_failure"] == "raise" else "")
+        + ", or check the model for unbounded forces.",
         partial_solution=solution, step=n, time=t, residual_history=history,
     )

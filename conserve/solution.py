@@ -18,8 +18,9 @@ from .kinematics.rotations import rotation_to_quaternion
 from .kinematics.rotations import angular_velocity
 from .model.assembled import Energy, Model, State
 
-#: Version of the npz layout written by :meth:`Solution.save`.
-FORMAT_VERSION = 1
+#: Version of the npz layout written by :meth:`Solution.save` (2: ``substeps`` added; version 1
+#: files still load, with one sub-step per step).
+FORMAT_VERSION = 2
 
 
 def node_diagnostics(model: Model, state: State):
@@ -53,7 +54,7 @@ def layout_record(layout):
             "rotors": [r.name for r in layout.rotors],
             "body_rotors": {r.name: (r.master.name, r.axis.tolist()) for r in layout.body_rotors},
             "body_rotor_axial_inertia": {r.name: r.axial_inertia for r in layout.body_rotors},
-            "degrees_of_freedom": layout.degrees_of_freedom}
+            "degrees_of_freedom": layout.degrees_of_freedom, "sketch": layout.sketch}
 
 
 class PartView:
@@ -122,6 +123,7 @@ class Solution:
     newton_iterations : (N,) iterations per step
     work : (N, n_w) discrete work of each motor and applied load per step, J
     dissipation : (N, n_s) energy removed by each joint damper per step, J (≥ 0)
+    substeps : (N,) sub-steps each step took (1; 2^k after a recovery, ``on_failure="subdivide"``)
     layout : parts, constraint rows (and dropped ones), coordinate and work names, degrees of freedom
     diagnostics : energies, momenta, constraint residual per node (see properties)
     stats : backend, steps, compile_time (s), run_time (s, after compilation), time_per_step (s)
@@ -137,11 +139,13 @@ class Solution:
     newton_iterations: np.ndarray
     work: np.ndarray
     dissipation: np.ndarray
+    substeps: np.ndarray
     layout: dict
     diagnostics: dict
     stats: dict = field(default_factory=dict)
 
-    _arrays = ("t", "q", "v", "s", "p", "theta", "multipliers", "newton_iterations", "work", "dissipation")
+    _arrays = ("t", "q", "v", "s", "p", "theta", "multipliers", "newton_iterations", "work", "dissipation",
+               "substeps")
 
     def __len__(self):
         return self.t.shape[0]
@@ -267,12 +271,81 @@ class Solution:
             path += ".npz"
         with np.load(path) as f:
             meta = json.loads(str(f["meta"]))
-            if meta.get("format_version") != FORMAT_VERSION:
-                raise ValueError(f"{path}: format version {meta.get('format_version')}, expected {FORMAT_VERSION}.")
+            if meta.get("format_version") not in (1, FORMAT_VERSION):
+                raise ValueError(f"{path}: format version {meta.get('format_version')}; this conserve reads "
+                                 f"1…{FORMAT_VERSION} (written by a newer conserve? upgrade it).")
             diag = {k[5:]: f[k] for k in f.files if k.startswith("diag_")}
             layout = meta["layout"]
             layout["parts"] = {k: tuple(v) for k, v in layout["parts"].items()}
-            return cls(**{k: f[k] for k in cls._arrays}, layout=layout, diagnostics=diag, stats=meta["stats"])
+            arrays = {k: f[k] for k in cls._arrays if k in f.files}
+            arrays.setdefault("substeps", np.ones(len(arrays["newton_iterations"]), np.int32))
+            return cls(**arrays, layout=layout, diagnostics=diag, stats=meta["stats"])
+
+    def to_xarray(self):
+        """The Solution as an ``xarray.Dataset`` (xarray is optional: ``pip install xarray``).
+
+        Dimensions: ``time`` (N+1 nodes, s), ``step`` (N steps, labelled by t_{n+½}),
+        ``coordinate`` (n_q, "part.block_axis" with blocks x, d1, d2, d3), ``part``, ``body``,
+        ``axis`` (x, y, z), ``quaternion`` (w, x, y, z), ``constraint_row`` ("owner: equation"),
+        ``joint_coordinate``, ``rotor``, ``work_element``, ``dissipation_element``. Every variable
+        carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON)."""
+        try:
+            import xarray as xr
+        except ImportError:
+            raise ImportError("Solution.to_xarray needs xarray: pip install xarray (or use save/to_csv).") from None
+        labels = []
+        for name, (kind, _, n) in self.parts.items():
+            labels += [f"{name}.{b}_{c}" for b in ["x", "d1", "d2", "d3"][:n] for c in "xyz"]
+        rigid = [n for n, (_, _, k) in self.parts.items() if k == 4]
+        xyz = ("axis",)
+        data = {
+            "q": (("time", "coordinate"), self.q, "m (directors: 1)", "director coordinates"),
+            "v": (("time", "coordinate"), self.v, "m/s (directors: 1/s)", "director velocities"),
+            "position": (("time", "part", *xyz), np.stack([self[n].position for n in self.parts], 1), "m",
+                         "centre of mass"),
+            "orientation": (("time", "body", "quaternion"),
+                            np.stack([self[n].quaternion for n in rigid], 1).reshape(len(self), len(rigid), 4),
+                            "1", "unit quaternion of the body frame"),
+            "joint_coordinates": (("time", "joint_coordinate"), self.s, "rad or m", "tracked joint coordinates"),
+            "rotor_momentum": (("time", "rotor"), self.p, "kg m2/s", "axial angular momentum of hybrid rotors"),
+            "rotor_angle": (("time", "rotor"), self.theta, "rad", "spin angle of hybrid rotors"),
+            "kinetic_energy": (("time",), self.energy.kinetic, "J", "kinetic energy"),
+            "potential_energy": (("time",), self.energy.potential, "J", "potential energy"),
+            "linear_momentum": (("time", *xyz), self.linear_momentum, "kg m/s", "linear momentum"),
+            "angular_momentum": (("time", *xyz), self.angular_momentum, "kg m2/s", "angular momentum about the origin"),
+            "constraint_residual": (("time",), self.constraint_residual, "m or 1", "max |g| over all rows"),
+            "multipliers": (("step", "constraint_row"), self.multipliers, "N or N m (per row)",
+                            "Lagrange multipliers at t_{n+1/2}"),
+            "newton_iterations": (("step",), self.newton_iterations, "1", "Newton iterations"),
+            "substeps": (("step",), self.substeps, "1", "sub-steps taken"),
+            "work": (("step", "work_element"), self.work, "J", "discrete work of motors and loads"),
+            "dissipation": (("step", "dissipation_element"), self.dissipation, "J", "energy removed by dampers"),
+        }
+        t_mid = 0.5 * (self.t[1:] + self.t[:-1])
+        coords = {"time": ("time", self.t, {"units": "s"}), "step": ("step", t_mid, {"units": "s"}),
+                  "coordinate": labels, "part": list(self.parts), "body": rigid, "axis": list("xyz"),
+                  "quaternion": list("wxyz"), "constraint_row": [f"{o}: {r}" for o, r in self.constraint_rows],
+                  "joint_coordinate": list(self.layout["coordinate_names"]), "rotor": list(self.layout["rotors"]),
+                  "work_element": list(self.layout["work_names"]),
+                  "dissipation_element": list(self.layout["dissipation_names"])}
+        variables = {k: (dims, np.asarray(a), {"units": u, "long_name": ln}) for k, (dims, a, u, ln) in data.items()}
+        attrs = {"format_version": FORMAT_VERSION, "layout": json.dumps(self.layout), "stats": json.dumps(self.stats),
+                 "source": "conserve"}
+        return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+    def to_netcdf(self, path):
+        """Write :meth:`to_xarray` to a netCDF file (needs xarray; without netCDF4/h5netcdf,
+        scipy writes netCDF3). Empty dimensions (no rotors, say) are left out: netCDF3 would
+        read a length-0 dimension as unlimited."""
+        ds = self.to_xarray()
+        ds.drop_dims([d for d, n in ds.sizes.items() if n == 0]).to_netcdf(path)
+
+    def animate(self, path, **options):
+        """Write a 3-D animation (.gif, or .mp4 with ffmpeg): body frames, joints, ropes, rotors
+        with spin markers, trails. Options of :func:`conserve.animation.animate`."""
+        from .animation import animate
+
+        return animate(self, path, **options)
 
     def to_csv(self, path):
         """Time series with a header: t, energies, momenta, constraint residual, and per part

@@ -17,6 +17,7 @@ import numpy as np
 
 import conserve as cs
 from conserve import studies
+from conserve.animation import save_frame
 from conserve.problems import P4_CENTRE, p4_spacecraft
 
 sys.path.insert(0, str(Path(__file__).parent))  # the scripts' shared helpers
@@ -72,6 +73,8 @@ def run(out: Path, quick: bool = False) -> dict:
     fig.savefig(out / "path.png", dpi=110)
 
     fine = {m: cs.simulate(assemblies[m], cfg["t_end"], cfg["dts"][-1]) for m in MODELS}
+    fine["hybrid"].animate(out / "animation.gif", frames=80)  # body frames, rotors with spin markers, trails
+    save_frame(fine["hybrid"], out / "frame.png", time=0.5 * cfg["t_end"])
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     for m, sol in fine.items():
         E0 = abs(sol.energy.total[0])
@@ -113,8 +116,9 @@ def run(out: Path, quick: bool = False) -> dict:
                "- " + reduced_line[0],
                f"- energy balance (Δt = {cfg['dts'][-1]:g}): " + ", ".join(f"{m} {v:.1e}" for m, v in numbers["energy_balance"].items()),
                "- angular momentum drift: " + ", ".join(f"{m} {v:.1e}" for m, v in numbers["momentum"].items()),
-               "", "![path](path.png)", "![convergence](convergence.png)", "![conservation](conservation.png)"]
-    write_report(out, report, ["path.png", "convergence.png", "conservation.png", "convergence.csv"])
+               "", "![path](path.png)", "![convergence](convergence.png)", "![conservation](conservation.png)", "![animation](animation.gif)"]
+    write_report(out, report, ["path.png", "convergence.png", "conservation.png", "convergence.csv",
+                               "animation.gif", "frame.png"])
     return numbers
 
 

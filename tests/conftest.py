@@ -1,4 +1,7 @@
 import numpy as np
+import pytest
+
+from conserve.simulate import clear_compiled
 
 
 def relative_drift(x):
@@ -10,3 +13,11 @@ def relative_drift(x):
 def fitted_order(dts, errors):
     """Slope of log(error) against log(dt) by least squares."""
     return np.polyfit(np.log(dts), np.log(errors), 1)[0]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Free each module's compiled programs: XLA's CPU code takes ~1000–3000 memory mappings per
+    model, and the whole suite in one process would exceed the kernel's limit (65 530)."""
+    yield
+    clear_compiled()

@@ -156,3 +156,23 @@ def test_newton_iteration_limit_raises_with_history():
     e = err.value
     assert e.step == 0 and len(e.partial_solution) == 1
     assert len(e.residual_history) == 2 and e.residual_history[1] < e.residual_history[0]
+
+
+def _bad_inputs():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "bad_inputs.py"
+    spec = importlib.util.spec_from_file_location("bad_inputs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+@pytest.mark.parametrize("what, attempt, error, culprit", _bad_inputs(), ids=lambda x: x if isinstance(x, str) else "")
+def test_every_bad_input_of_the_readme_table_is_refused_by_name(what, attempt, error, culprit):
+    """The README's table of bad inputs (examples/bad_inputs.py): each is refused with its error
+    type and a message naming the culprit."""
+    with pytest.raises(error) as err:
+        attempt()
+    assert culprit in str(err.value)

@@ -20,6 +20,19 @@ def test_compound_pendulum_frequency(m, l, J):
     np.testing.assert_allclose(lin.frequencies, [np.sqrt(m * g * l / (J + m * l**2))], rtol=1e-12)
 
 
+def test_damped_pendulum_eigenvalues():
+    """A hinge damper c (N m s/rad) and spring k (N m/rad): (J + m l²) θ'' + c θ' + (m g l + k) θ = 0,
+    eigenvalues −c/(2J_O) ± i sqrt((m g l + k)/J_O − (c/2J_O)²)."""
+    m, l, J, c, k = 2.0, 0.5, 0.03, 0.4, 1.5
+    bar = cs.RigidBody("bar", m, (J, J, 0.01), position=(0.0, 0.0, -l))
+    hinge = cs.Revolute(cs.ground, bar, at=(0.0, 0.0, 0.0), axis=(1.0, 0.0, 0.0))
+    lin = linearize(cs.System([bar, hinge, cs.JointSpringDamper(hinge, stiffness=k, damping=c), cs.Gravity()]))
+    J_O = J + m * l**2
+    np.testing.assert_allclose(lin.D, [[c]], rtol=1e-12)
+    expected = -c / (2 * J_O) + 1j * np.sqrt((m * g * l + k) / J_O - (c / (2 * J_O))**2)
+    np.testing.assert_allclose(np.sort_complex(lin.eigenvalues), [np.conj(expected), expected], rtol=1e-12)
+
+
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_free_body_spin_stability(axis):
     """Spin Ω about principal axis k: wobble eigenvalues λ² = −Ω²(I_k − I_i)(I_k − I_j)/(I_i I_j),
@@ -82,8 +95,11 @@ def test_parallelogram_four_bar_frequency():
                         cs.Revolute(crank1, coupler, at=down, axis=z),
                         cs.Revolute(crank2, coupler, at=down + [d, 0, 0], axis=z)])
     assembly = system.assemble()
-    assert assembly.degrees_of_freedom == 1 and assembly.model.tree.cut_rows
+    tree = assembly.model.tree
+    assert assembly.degrees_of_freedom == 1 and tree.loop_rows
     lin = linearize(assembly)
+    # the loop coordinate chosen by pivoted QR is one of the tree joints' angles
+    assert lin.coordinates[0] in {f"{link.name}[0]" for link in tree.links}
     J_O = m * (l**2 / 3 + r**2 / 4)
     assert lin.M.shape == (1, 1) and np.max(np.abs(lin.imbalance)) <= 1e-10
     np.testing.assert_allclose(lin.frequencies, [np.sqrt(g * (m * l + M * l) / (2 * J_O + M * l**2))], rtol=1e-10)

@@ -6,7 +6,7 @@ from scipy.spatial.transform import Rotation
 
 import conserve as cs
 from conserve.problems import HeavyTop
-from conserve.simulate import compiled_count
+from conserve.simulate import MAX_COMPILED, compiled_count
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,40 @@ def test_load_accepts_the_name_save_was_given(sol, tmp_path):
     np.testing.assert_array_equal(cs.Solution.load(tmp_path / "run").q, sol.q)
 
 
+def test_version_1_files_still_load(sol, tmp_path):
+    """Files written before ``substeps`` existed load with one sub-step per step."""
+    import json
+
+    sol.save(tmp_path / "run.npz")
+    with np.load(tmp_path / "run.npz") as f:
+        arrays = {k: f[k] for k in f.files if k != "substeps"}
+    meta = json.loads(str(arrays["meta"]))
+    arrays["meta"] = json.dumps({**meta, "format_version": 1})
+    np.savez(tmp_path / "old.npz", **arrays)
+    back = cs.Solution.load(tmp_path / "old.npz")
+    np.testing.assert_array_equal(back.substeps, np.ones(len(sol) - 1))
+    arrays["meta"] = json.dumps({**meta, "format_version": 99})
+    np.savez(tmp_path / "new.npz", **arrays)
+    with pytest.raises(ValueError, match="format version 99"):
+        cs.Solution.load(tmp_path / "new.npz")
+
+
+def test_xarray_and_netcdf_export(sol, tmp_path):
+    xr = pytest.importorskip("xarray")
+    ds = sol.to_xarray()
+    assert ds.sizes["time"] == len(sol) and ds.sizes["step"] == len(sol) - 1
+    np.testing.assert_array_equal(ds["position"].sel(part="top").values, sol["top"].position)
+    np.testing.assert_array_equal(ds["orientation"].sel(body="top").values, sol["top"].quaternion)
+    np.testing.assert_array_equal(ds["angular_momentum"].sel(axis="z").values, sol.angular_momentum[:, 2])
+    assert ds["kinetic_energy"].attrs["units"] == "J" and ds["time"].attrs["units"] == "s"
+    np.testing.assert_allclose(ds["step"].values, sol.t[:-1] + 0.5 * np.diff(sol.t))
+    sol.to_netcdf(tmp_path / "run.nc")
+    back = xr.open_dataset(tmp_path / "run.nc")
+    np.testing.assert_array_equal(back["q"].values, sol.q)
+    assert list(back["constraint_row"].values) == [f"{o}: {r}" for o, r in sol.constraint_rows]
+    back.close()
+
+
 def test_inertia_is_kept_as_given():
     J = [[2.0, 0.1, 0.0], [0.1, 3.0, 0.0], [0.0, 0.0, 4.0]]
     np.testing.assert_array_equal(cs.RigidBody("b", 1.0, J).inertia, J)
@@ -97,5 +131,13 @@ def test_same_structure_compiles_once():
     assert compiled_count() == before
     # a structure no other test uses: a body and two point masses
     parts = [cs.RigidBody("b", 1.0, (1, 1, 1)), cs.PointMass("p1", 1.0), cs.PointMass("p2", 2.0)]
-    cs.simulate(cs.System(parts), t_end=0.05, dt=1e-2)
-    assert compiled_count() == before + 1
+    assert cs.simulate(cs.System(parts), t_end=0.05, dt=1e-2).stats["compile_time"] > 0.0
+    assert compiled_count() == min(before + 1, MAX_COMPILED)
+
+
+def test_the_compiled_cache_is_bounded():
+    """Old structures are dropped beyond MAX_COMPILED (each holds ~1000+ code mappings)."""
+    for k in range(MAX_COMPILED + 2):
+        parts = [cs.PointMass(f"p{i}", 1.0) for i in range(k + 1)]  # a new shape each time
+        cs.simulate(cs.System(parts), t_end=0.02, dt=1e-2)
+    assert compiled_count() == MAX_COMPILED

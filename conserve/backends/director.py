@@ -28,13 +28,15 @@ from ..model.assembled import Model, State
 
 class StepInfo(NamedTuple):
     """Per-step statistics: Newton iterations, convergence flag, residual max-norm per iteration,
-    work (n_w,) of motors and loads and dissipation (n_s,) of joint dampers, in J."""
+    work (n_w,) of motors and loads and dissipation (n_s,) of joint dampers, in J, and the
+    number of sub-steps taken (1; more after a recovery, :mod:`.subdivide`)."""
 
     iterations: jax.Array
     converged: jax.Array
     history: jax.Array
     work: jax.Array
     dissipation: jax.Array
+    substeps: jax.Array
 
 
 def unknowns(model: Model) -> int:
@@ -104,7 +106,7 @@ def advance(model: Model, state: State, t, h, dq, dp, dtheta, newton_result):
         rotor_work = rotor_dissipation = jnp.zeros((0,), q0.dtype)
     new = State(q1, 2.0 * dq / h - v0, s1, state.p + dp, state.theta + dtheta)
     info = StepInfo(iterations, converged, history, jnp.concatenate([work, rotor_work]),
-                    jnp.concatenate([dissipation, rotor_dissipation]))
+                    jnp.concatenate([dissipation, rotor_dissipation]), jnp.int32(1))
     return new, info
 
 

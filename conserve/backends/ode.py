@@ -41,8 +41,9 @@ def unknowns(model) -> int:
 def check(assembly):
     """Refuse, with the reason, what the ODE backend does not model."""
     model, layout = assembly.model, assembly.layout
-    if model.tree.cut_rows:
-        owners = sorted({layout.constraint_rows[model.constraint_keep[i]][0] for i in model.tree.cut_rows})
+    if model.tree.loop_rows or model.tree.cut_rows:
+        owners = sorted({layout.constraint_rows[model.constraint_keep[i]][0]
+                         for i in model.tree.loop_rows + model.tree.cut_rows})
         raise ModelError(f"backend 'ode': the constraints of {owners} close loops or act outside the kinematic "
                          "tree; the reduced ODE needs a tree system. Use backend='reduced' or 'director'.")
     if layout.work_names:
@@ -62,27 +63,23 @@ def rhs(model, y):
     """dy/dt of the ODE state y = (q, ν, s, p, θ, E_d) (see the module docstring)."""
     q, nu, s, p, theta, _ = _split(model, y)
     tree = model.tree
-    c_s = jnp.concatenate([g["damping"] for _, g, _ in model._coordinate_groups()]) if s.size else s
     c_r = model.rotor_params["friction"]
 
     def lagrangian(q, v, p):  # s is integrated (it counts turns); its q-derivative is ∂s/∂q
         s_q = s + model.coordinate_values(q) - jax.lax.stop_gradient(model.coordinate_values(q))
         return model.routhian(q, v, p, s_q)
 
-    def rayleigh(v):  # of the joint dampers; the bearings' acts on θ only (θ is a relative angle)
-        s_dot = jax.jvp(model.coordinate_values, (q,), (v,))[1]
-        return 0.5 * c_s @ s_dot**2, s_dot
-
     H2 = null_space(tree, model.blocks(q))
     v = H2 @ nu
     H2_dot_nu = jax.jvp(lambda x: velocities(tree, model.blocks(x), nu), (q,), (v,))[1]
-    dD, s_dot = jax.grad(rayleigh, has_aux=True)(v)
+    dD, s_dot = jax.grad(lambda w: model.rayleigh(q, w), has_aux=True)(v)  # the bearings act on θ only
     rates = model.rotor_relative_rates(q, v, p)
     p_dot = -c_r * rates
     dLdv = lambda q, p: jax.grad(lagrangian, argnums=1)(q, v, p)  # noqa: E731
     force = (jax.grad(lagrangian)(q, v, p) - jax.jvp(lambda x: dLdv(x, p), (q,), (v,))[1]
              - jax.jvp(lambda x: dLdv(q, x), (p,), (p_dot,))[1] - dD - model.mass_times(H2_dot_nu))
     nu_dot = jnp.linalg.solve(H2.T @ jax.vmap(model.mass_times, 1, 1)(H2), H2.T @ force)
+    c_s = jnp.concatenate([g["damping"] for _, g, _ in model._coordinate_groups()]) if s.size else s
     return jnp.concatenate([v, nu_dot, s_dot, p_dot, rates, c_s * s_dot**2, c_r * rates**2])
 
 

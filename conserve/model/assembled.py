@@ -120,6 +120,14 @@ class Model:
         the gyroscopic coupling). The reduced ODE and the linearisation differentiate it."""
         return 0.5 * v @ self.mass_times(v) - p @ self.rotor_relative_rates(q, v, p) - self.potential_energy(q, s)
 
+    def rayleigh(self, q, v):
+        """(R, ṡ): Rayleigh's dissipation function R = ½ Σ c_k ṡ_k² of the joint dampers, in W,
+        and the joint rates ṡ = ∂s/∂q v (n_s,). Rotor bearings act on the spin angles only and are
+        not in R."""
+        s_dot = jax.jvp(self.coordinate_values, (q,), (v,))[1]
+        c = jnp.concatenate([g["damping"] for _, g, _ in self._coordinate_groups()]) if s_dot.size else s_dot
+        return 0.5 * c @ s_dot**2, s_dot
+
     def linear_momentum(self, v):
         """L = Σ_a t_a (M v)_a over translational blocks a, in kg m/s (3,)."""
         return self.translational @ self.mass_times(v).reshape(-1, 3)

@@ -184,6 +184,10 @@ class SpringDamper(_CoordinateForce):
         self.a, self.b = a, b
         self.at_a, self.at_b = _vec3(name, "at_a", at_a), _vec3(name, "at_b", at_b)
         length = np.linalg.norm(a.world_point(self.at_a) - b.world_point(self.at_b))
+        if length <= 1e-12 * (1.0 + np.linalg.norm(a.world_point(self.at_a))):
+            raise ModelError(f"'{name}': its two points coincide at the start, so the line of action (the spring's "
+                             "direction) is undefined; attach it at points apart, or use a Spherical joint "
+                             "for a rigid link of zero length.")
         super().__init__(name, stiffness, damping, length if rest_length is None else rest_length, None)
 
     def parts(self):

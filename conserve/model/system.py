@@ -19,6 +19,7 @@ import scipy.linalg
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .bodies import Ground, Part
+from .joints import Joint
 from .rotors import Rotor
 from .terms import stack_terms
 from .tree import Tree, spanning_tree
@@ -49,6 +50,10 @@ class Layout:
     work_names : owners of the entries of the per-step work (joint motors, loads, rotor motors)
     dissipation_names : owners of the per-step dissipation (joint dampers, then rotor bearings)
     rank, degrees_of_freedom : of the assembled system
+    sketch : what a picture needs (:mod:`conserve.animation`): {"links": [(name, kind, part a,
+        body point a, part b, body point b)] of joints, ropes and springs (kind "joint", "rope",
+        "spring"; part "ground" for the ground), "rotors": {name: (master, body axis, body
+        offset, radius m)}} as plain lists
     """
 
     parts: list
@@ -62,6 +67,7 @@ class Layout:
     dissipation_names: list = field(default_factory=list)
     rank: int = 0
     degrees_of_freedom: int = 0
+    sketch: dict = field(default_factory=dict)
 
     @property
     def n_blocks(self):
@@ -182,6 +188,9 @@ class System:
         if redundant not in ("drop", "raise"):
             raise ModelError(f"assemble: redundant must be 'drop' or 'raise', got {redundant!r}.")
         parts = self.parts()
+        if not parts:
+            raise ModelError("System: no bodies or point masses to simulate; add at least one RigidBody or "
+                             "PointMass.")
         others = [e for e in self.elements if not isinstance(e, Part)]
         names = [p.name for p in parts] + [e.name for e in others]
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -193,6 +202,7 @@ class System:
             o += p.n_blocks
         layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)],
                         body_rotors=list(self.body_rotors))
+        layout.sketch = _sketch(others, self.body_rotors)
         terms = [t for e in parts + others for t in e.terms(layout)]
         _link_coordinates(terms)
         links, tree_params, tree_owners = spanning_tree(parts, others, layout)
@@ -241,12 +251,32 @@ class System:
                       jnp.zeros(len(rotors)))
         spin_rates = np.array([r.spin_rate for r in rotors])
         keep = [int(i) for i in _check_constraints(model, layout, state, spin_rates, row_priority, redundant)]
-        in_tree = [layout.constraint_rows[i][0] in tree_owners for i in keep]
+        # kept rows by role in the reduced step: the tree's (eliminated by H2), the cut joints'
+        # (functions of q alone: eliminated by loop coordinates), all others (keep multipliers)
+        joints = {e.name for e in others if isinstance(e, Joint)}
+        role = ["tree" if o in tree_owners else "loop" if o in joints else "cut"
+                for o in (layout.constraint_rows[i][0] for i in keep)]
         tree = Tree(tuple({k: jnp.asarray(v) for k, v in p.items()} for p in tree_params), links,
-                    tuple(k for k, t in enumerate(in_tree) if t), tuple(k for k, t in enumerate(in_tree) if not t),
+                    *(tuple(k for k, r in enumerate(role) if r == which) for which in ("tree", "loop", "cut")),
                     layout.n_blocks)
         model = Model(**{**model.__dict__, "constraint_keep": tuple(keep), "tree": tree})
         return Assembly(model, layout, state)
+
+
+def _sketch(elements, body_rotors):
+    """Layout.sketch: the geometry of joints, ropes, springs and rotors, as plain data."""
+    from .forces import SpringDamper
+    from .rotors import Rope
+
+    name = lambda part: "ground" if isinstance(part, Ground) else part.name  # noqa: E731
+    links = [(e.name, "rope" if isinstance(e, Rope) else "spring" if isinstance(e, SpringDamper) else "joint",
+              name(e.a), np.asarray(e.at_a, float).tolist(), name(e.b), np.asarray(e.at_b, float).tolist())
+             for e in elements if hasattr(e, "at_a") and hasattr(e, "at_b") and hasattr(e, "a")]
+    rotors = {}
+    for r in [e for e in elements if isinstance(e, Rotor)] + list(body_rotors):
+        radius = float(np.sqrt(2.0 * r.axial_inertia / r.mass)) if r.mass > 0 else 0.0
+        rotors[r.name] = (r.master.name, r.axis.tolist(), r.offset.tolist(), radius)
+    return {"links": links, "rotors": rotors}
 
 
 def _link_coordinates(terms):

@@ -4,9 +4,11 @@ discrete null-space method).
 A spanning tree of the joints (in listing order, so loops are closed by their last-listed joint)
 carries minimal coordinates: every part is either a *root* (a free body: translation and
 rotation increments; a part on the ground: nothing) or the *child* of one tree joint (the joint's
-relative freedoms, :class:`~conserve.model.joints.JointMotion`). Joints that close a loop, joints
-without a relative-motion description and all other constraints (ropes, coordinate relations,
-user constraints) are *cut*: they keep their multipliers in the reduced step.
+relative freedoms, :class:`~conserve.model.joints.JointMotion`). Joints that close a loop and
+joints without a relative-motion description are *cut joints*: their constraints (functions of q
+alone) are kept as equations and eliminated from the dynamics by loop coordinates
+(:mod:`conserve.model.loops`). All other constraints (ropes, coordinate relations, user
+constraints) are *cut rows* that keep their multipliers in the reduced step.
 
 Two pure functions of the tree, both in tree order (parents before children):
 
@@ -63,17 +65,19 @@ class Link:
 
 
 @partial(jax.tree_util.register_dataclass, data_fields=["params"],
-         meta_fields=["links", "tree_rows", "cut_rows", "n_blocks"])
+         meta_fields=["links", "tree_rows", "loop_rows", "cut_rows", "n_blocks"])
 @dataclass(frozen=True)
 class Tree:
     """The spanning tree: ``links`` (static, tree order), per link its geometry ``params``
     (at_a, at_b (3,), rot_a (k_a, 3), rot_b (k_b, 3), slide_u, slide_w (k_s, 3) body vectors),
-    and which kept constraint rows it eliminates (``tree_rows``) or keeps (``cut_rows``),
-    as indices into the step's multiplier vector."""
+    and the roles of the kept constraint rows, as indices into the step's multiplier vector:
+    ``tree_rows`` (satisfied by construction), ``loop_rows`` (cut joints: loop coordinates) and
+    ``cut_rows`` (multipliers kept)."""
 
     params: tuple
     links: tuple
     tree_rows: tuple
+    loop_rows: tuple
     cut_rows: tuple
     n_blocks: int
 

@@ -1,0 +1,93 @@
+"""What conserve says to bad input: each case below is tried and its message printed as the
+Markdown table in the README ("Bad input").
+
+    python examples/bad_inputs.py     # prints the table
+
+Every message names the part (body, joint, force, option) and says how to fix it;
+tests/test_errors.py checks each case's error type and that the message names the culprit.
+"""
+
+import numpy as np
+
+import conserve as cs
+
+
+def body(name="b", **kw):
+    return cs.RigidBody(name, 1.0, (1.0, 1.0, 1.0), **kw)
+
+
+def one_body():
+    return cs.System([body()])
+
+
+def _self_joint():
+    b = body()
+    return cs.System([b, cs.Revolute(b, b, at=(0, 0, 0), axis=(0, 0, 1))]).assemble()
+
+
+def _off_constraint():
+    b = body(position=(0.0, 0.0, -1.0), velocity=(0.0, 0.0, 1.0))  # radial velocity on a pendulum
+    return cs.System([b, cs.Distance(cs.ground, b, at_a=(0, 0, 0), at_b=(0, 0, 0.5))]).assemble()
+
+
+def _redundant():
+    b = body()
+    return cs.System([b, cs.Spherical(cs.ground, b, at=(0, 0, 0), name="pivot"),
+                      cs.Spherical(cs.ground, b, at=(0, 0, 0), name="pivot again")]).assemble(redundant="raise")
+
+
+def _newton_failure():
+    return cs.simulate(cs.problems.HeavyTop().system(), 0.2, 0.05, newton=cs.Newton(max_iterations=3))
+
+
+#: (what, how it is tried, error type, text the message must contain)
+CASES = [
+    ("negative mass", lambda: cs.RigidBody("wheel", -1.0, (1, 1, 1)), cs.InvalidMass, "wheel"),
+    ("inertia violating the triangle inequality", lambda: cs.RigidBody("wheel", 1.0, (1, 1, 3)),
+     cs.InvalidInertia, "wheel"),
+    ("NaN in an inertia", lambda: cs.RigidBody("wheel", 1.0, (1, np.nan, 1)), cs.InvalidInertia, "wheel"),
+    ("non-orthonormal orientation", lambda: body("hub", orientation=np.diag([1, 1, 1.1])),
+     cs.InvalidOrientation, "hub"),
+    ("position of the wrong shape", lambda: body("hub", position=(1, 2)), cs.ModelError, "hub"),
+    ("zero-length joint axis", lambda: cs.Revolute(cs.ground, body(), at=(0, 0, 0), axis=(0, 0, 0), name="hinge"),
+     cs.ModelError, "hinge"),
+    ("zero-length rotor axis", lambda: cs.Rotor("wheel", body(), axis=(0, 0, 0), axial_inertia=1.0),
+     cs.ModelError, "wheel"),
+    ("spring whose two points coincide", lambda: cs.SpringDamper(cs.ground, body(), points=((0, 0, 0), (0, 0, 0)),
+                                                                  stiffness=1.0, name="spring"),
+     cs.ModelError, "spring"),
+    ("distance joint of length 0", lambda: cs.Distance(cs.ground, body(), at_a=(0, 0, 0), at_b=(0, 0, 0),
+                                                       name="link"), cs.ModelError, "link"),
+    ("negative damping", lambda: cs.SpringDamper(cs.ground, body(), points=((0, 0, 0), (1, 0, 0)), damping=-1.0,
+                                                 name="damper"), cs.ModelError, "damper"),
+    ("a joint between a body and itself", _self_joint, cs.ModelError, "revolute(b, b)"),
+    ("two parts with the same name", lambda: cs.System([body("a"), body("a")]).assemble(), cs.ModelError, "'a'"),
+    ("something that is no element", lambda: cs.System([body(), 3]).assemble(), cs.ModelError, "3"),
+    ("a system without bodies", lambda: cs.System([]).assemble(), cs.ModelError, "RigidBody"),
+    ("initial velocity violating a joint", _off_constraint, cs.InconsistentInitialState, "distance"),
+    ("redundant constraints (redundant='raise')", _redundant, cs.ModelError, "pivot again"),
+    ("negative dt", lambda: cs.simulate(one_body(), 1.0, -1e-3), cs.ModelError, "dt"),
+    ("t_end ≤ t0", lambda: cs.simulate(one_body(), 0.0, 1e-3), cs.ModelError, "t_end"),
+    ("dt that is not a number", lambda: cs.simulate(one_body(), 1.0, "1 ms"), cs.ModelError, "dt"),
+    ("unknown backend", lambda: cs.simulate(one_body(), 1.0, 1e-3, backend="rk4"), cs.ModelError, "rk4"),
+    ("Newton tolerance out of range", lambda: cs.Newton(tol=2.0), ValueError, "tol"),
+    ("Newton failure in a step", _newton_failure, cs.ConvergenceError, "step 0"),
+    ("resume without a checkpoint", lambda: cs.resume("no/such/dir"), cs.ModelError, "no/such/dir"),
+]
+
+
+def table():
+    """The Markdown table: input, error type, message."""
+    rows = ["| bad input | error | message |", "|---|---|---|"]
+    for what, attempt, _, _ in CASES:
+        try:
+            attempt()
+            rows.append(f"| {what} | (none) | |")
+        except Exception as err:  # noqa: BLE001 — the point is to show every message
+            message = str(err).replace("|", "\\|").replace("\n", " ")
+            rows.append(f"| {what} | `{type(err).__name__}` | {message} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())
