@@ -119,7 +119,9 @@ def draw(scene: Scene, k: int, ax, trails=True):
         if kind == "joint":
             ax.plot(*np.stack([ca[k], pa[k], cb[k]]).T, color="0.3", lw=1.2)
             ax.scatter(*pa[k], color="tab:orange", s=25, marker="o")
-        else:
+        else:  # the attachment points belong to the parts (a boom's tip): stick lines, then the rope
+            for centre, point in ((ca, pa), (cb, pb)):
+                ax.plot(*np.stack([centre[k], point[k]]).T, color="0.3", lw=1.2)
             style = {"rope": dict(color="tab:brown", lw=1.5), "spring": dict(color="tab:purple", lw=1.0, ls="--")}
             ax.plot(*np.stack([pa[k], pb[k]]).T, **style[kind])
     phi = np.linspace(0.0, 2 * np.pi, 49)

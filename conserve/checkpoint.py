@@ -1,4 +1,4 @@
-"""Checkpoints of long runs (``simulate(..., checkpoint=path)``) and :func:`resume`.
+"""Checkpoints of long runs (``simulate(..., checkpoint=path)``) and :func:`conserve.resume`.
 
 A checkpoint is a directory:
 

@@ -128,15 +128,17 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     if q.shape != state.q.shape or p.shape != state.p.shape:
         raise ModelError(f"linearize: q must have shape {state.q.shape} and p {state.p.shape}, "
                          f"got {q.shape} and {p.shape}.")
+    cut = np.asarray(tree.loop_rows + tree.cut_rows, np.int64)
+    reads_spin = lambda th: model.constraints(q, th, state.s)[cut]  # noqa: E731
+    if cut.size and model.n_rotors and np.any(jax.jacfwd(reads_spin)(state.theta)):
+        raise ModelError("linearize: a cut constraint (a rope on a hybrid winch) involves a rotor's spin "
+                         "angle; linearisation treats spin angles as cyclic and cannot keep it.")
     M, C, K, imbalance, R_vv, R_vu, Gc, Hc = (np.asarray(a) for a in
                                               _derivatives(model, state, q, p, jnp.asarray(frame_rate, float)))
     # dampers: d/dt L_u̇ − L_u + R_u̇ = 0 with R_u̇ ≈ R_u̇u̇ u̇ + R_u̇u u
     D, K = C - C.T + R_vv, K + R_vu
     names = tuple(f"{link.name}[{k}]" for link in tree.links for k in range(link.n_dof))
     if Gc.shape[0]:
-        if model.n_rotors and np.any(jax.jacfwd(lambda th: model.constraints(q, th, state.s))(state.theta)):
-            raise ModelError("linearize: a cut constraint (a rope on a hybrid winch) involves a rotor's spin "
-                             "angle; linearisation treats spin angles as cyclic and cannot keep it.")
         lam = np.linalg.lstsq(Gc.T, imbalance, rcond=None)[0]
         imbalance = imbalance - Gc.T @ lam
         K = K + np.einsum("i,ijk->jk", lam, Hc)

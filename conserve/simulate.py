@@ -108,7 +108,8 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         "reduced" (the same discrete equations in the kinematic tree's minimal coordinates,
         Thompson's null-space form with Führer–Wallrapp loop coordinates, DESIGN §8) or
         "ode" (Thompson's reduced ODE by scipy's solve_ivp, not conserving: a reference, nodes
-        every dt; tree systems without motors or loads, :mod:`conserve.backends.ode`)
+        every dt; loops, ropes and other non-tree constraints by multipliers at the acceleration
+        level, :mod:`conserve.backends.ode`)
     ode : options of the "ode" backend: {"method": any solve_ivp method (default "DOP853"),
         "rtol": 1e-10, "atol": 1e-12}
     newton : :class:`conserve.Newton` options (tolerance, iteration limit)
@@ -253,13 +254,13 @@ _node_diagnostics = jax.jit(node_diagnostics)
 def _simulate_ode(assembly, t0, t_end, dt, options):
     """The "ode" backend's Solution: nodes every dt, no multipliers (NaN), no Newton. If
     solve_ivp fails, a SimulationError carries the nodes it reached."""
-    nodes, dissipation, stats, failure = BACKENDS["ode"].integrate(assembly, t0, t_end, dt, **options)
+    nodes, dissipation, work, stats, failure = BACKENDS["ode"].integrate(assembly, t0, t_end, dt, **options)
     n = len(nodes.q) - 1
     diagnostics = jax.tree.map(np.asarray, jax.vmap(partial(_node_diagnostics, assembly.model))(
         jax.tree.map(jnp.asarray, nodes)))
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=nodes.q, v=nodes.v, s=nodes.s, p=nodes.p,
                         theta=nodes.theta, multipliers=np.full((n, len(assembly.layout.constraint_rows)), np.nan),
-                        newton_iterations=np.zeros(n, np.int32), work=np.zeros((n, 0)), dissipation=dissipation,
+                        newton_iterations=np.zeros(n, np.int32), work=work, dissipation=dissipation,
                         substeps=np.ones(n, np.int32),
                         layout=layout_record(assembly.layout), diagnostics=diagnostics,
                         stats={"backend": "ode", "steps": n, **stats})

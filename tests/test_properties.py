@@ -81,7 +81,7 @@ def check(kinds, grounded, seed):
     assert np.max(np.abs(reduced.q - director.q)) <= 1e-8 * np.max(np.abs(director.q))
 
 
-@settings(max_examples=4, deadline=None, derandomize=True)
+@settings(max_examples=2, deadline=None, derandomize=True)
 @given(chains)
 def test_random_chains_conserve_and_backends_agree(example):
     check(*example)

@@ -136,3 +136,13 @@ def test_slider_crank_through_its_dead_centres():
         return int(loops.partition(G @ null_space(tree, model.blocks(q)))[1][0])
 
     assert len({independent(jnp.asarray(q)) for q in reduced.q[::25]}) >= 2
+
+
+@pytest.mark.parametrize("winch", ["hybrid", "body"])
+def test_ropes_and_coordinate_relations_keep_their_multipliers(winch):
+    """Rows that read spin angles or joint coordinates (a rope on a winch, the body winch's
+    coordinate relation) cannot be eliminated by loop coordinates of q: they stay cut rows."""
+    assembly = problems.RotaryCrane().system(winch).assemble()
+    layout, model = assembly.layout, assembly.model
+    owners = lambda rows: {layout.constraint_rows[model.constraint_keep[i]][0] for i in rows}  # noqa: E731
+    assert "rope" in owners(model.tree.cut_rows) and not model.tree.loop_rows

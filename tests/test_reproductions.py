@@ -19,6 +19,7 @@ def test_heavy_top_reproduction(tmp_path):
         assert (tmp_path / name).stat().st_size > 100
 
 
+@pytest.mark.slow
 def test_spacecraft_reproduction(tmp_path):
     numbers = runpy.run_path(str(ROOT / "paper_reproductions" / "hca_spacecraft.py"))["run"](tmp_path, quick=True)
     for m in ("hybrid", "body"):  # the body model over its asymptotic range, ωh ≤ 0.52

@@ -6,7 +6,7 @@ velocities are eliminated by v_{n+1} = 2Δq/h − v_n (midpoint rule). Residual:
     R1 = (h/2) [ M (v_{n+1} − v_n) + h f(q_n, q_{n+1}) ] + Ḡ(q_n, q_{n+1})ᵀ λ̃ = 0
     R2 = g(q_n + Δq) = 0
 
-with f = ∇̄V − F̄ all discrete forces (:meth:`Model.discrete_forces`) and Ḡ = G(q_{n+½}) for
+with f = ∇̄V − F̄ all discrete forces (``Model.discrete_forces``) and Ḡ = G(q_{n+½}) for
 quadratic constraints. Scaling R1 by h/2 makes the Newton matrix ≈ [[M, Gᵀ], [G, 0]] (well
 conditioned for all h). Energy: Δ(½vᵀMv) = v̄ᵀMΔv, v̄ᵀḠᵀλ ∝ λ·Δg = 0, and f·Δq = ΔV + D − W,
 so E_{n+1} − E_n = W − D to Newton tolerance. Momentum: every constraint and invariant is
@@ -135,7 +135,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     lam : (n_c,) scaled multipliers of the previous step (Newton's initial guess)
     t : float, t_n in s
     h : float, step in s
-    newton : :class:`conserve.discrete.Newton`
+    newton : :class:`conserve.Newton`
 
     Returns
     -------

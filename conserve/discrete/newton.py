@@ -14,11 +14,11 @@ class Newton:
 
     A step is accepted when the last correction satisfies
     ``|δx|∞ ≤ tol · (1 + |x|∞ + scale)`` (x = increments and scaled multipliers; ``scale`` the
-    magnitude of the configuration, |q_n|∞, which sets the round-off floor of the constraint
+    magnitude of the configuration, ``|q_n|∞``, which sets the round-off floor of the constraint
     residuals); with quadratic convergence the accepted iterate is then accurate to
     O(tol²). It is also accepted at the round-off floor: when a full Newton correction neither
-    contracts (|δx_k| > |δx_{k−1}|/2) nor reduces the residual (|r_k| > |r_{k−1}|/2) and is
-    already below √tol · (1 + |x|∞ + scale), the equations hold as well as floating point lets
+    contracts (``|δx_k| > |δx_{k−1}|/2``) nor reduces the residual (``|r_k| > |r_{k−1}|/2``) and is
+    already below ``√tol · (1 + |x|∞ + scale)``, the equations hold as well as floating point lets
     them, and what the correction still moves is round-off amplified by an ill-conditioned
     Newton matrix (on a wind-turbine model with a massive tower 70 m up: the multiplier of the
     tower's director normalisation, in its 10th digit). Otherwise, after ``max_iterations`` or

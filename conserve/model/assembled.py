@@ -359,3 +359,40 @@ class Model:
             work.append(w_load)
         cat = lambda xs: jnp.concatenate(xs) if xs else jnp.zeros((0,), q0.dtype)  # noqa: E731
         return f, cat(s1), cat(work), cat(dissipation)
+
+    def applied_forces(self, t, q, v, s, theta, p):
+        """Motor and load forces of the continuous equations at (t, q, q̇): the h -> 0 limit of the
+        motor and load terms of :meth:`discrete_forces` and :meth:`rotor_step` (the ode backend).
+        Laws see the exact state: Q is affine in q, so q ∓ v/2 over h = 1 has midpoint q and
+        rate q̇, and :func:`midpoint_state` gives position, velocity, rotation and ω of each frame.
+
+        Returns
+        -------
+        f : (n_q,) generalized force of the joint motors, Σ τ ∂s/∂q, and of the applied loads
+        tau : (n_r,) the rotors' motor torques (N m), acting on their axial momenta p
+        power : (n_w,) power of each motor and load in W, in the order of the per-step work
+        """
+        Qa, Qb = self.blocks(q - 0.5 * v), self.blocks(q + 0.5 * v)
+        s_dot = jax.jvp(self.coordinate_values, (q,), (v,))[1]
+        torque, power = jnp.zeros_like(s), []
+        for k, prm, sl in self._coordinate_groups():
+            if k.motor is not None:
+                tau = jax.vmap(k.motor, in_axes=(None, 0, 0, 0))(t, s[sl], s_dot[sl],
+                                                                 midpoint_state(Qa, Qb, prm["frame_a"], 1.0))
+                torque = torque.at[sl].set(tau)
+                power.append(tau * s_dot[sl])
+        f = jax.vjp(self.coordinate_values, q)[1](torque)[0] if s.size else jnp.zeros_like(q)
+        for k, prm in zip(self.load_kinds, self.load_params):
+            force, load_power = k.generalized_force(prm, Qa, Qb, t, 1.0)
+            f = f + force[:-4].ravel()
+            power.append(load_power)
+        tau_r = jnp.zeros_like(p)
+        if any(law is not None for law in self.rotor_laws):
+            rates = self.rotor_relative_rates(q, v, p)
+            master = midpoint_state(Qa, Qb, self.rotor_params["frame"], 1.0)
+            for k, law in enumerate(self.rotor_laws):
+                if law is not None:
+                    tau_k = law(t, RotorState(theta[k], rates[k], BodyState(*(x[k] for x in master))))
+                    tau_r = tau_r.at[k].set(tau_k)
+                    power.append(tau_k * rates[k][None])
+        return f, tau_r, jnp.concatenate(power) if power else jnp.zeros((0,), q.dtype)

@@ -37,8 +37,8 @@ class Constraint:
     Parameters
     ----------
     parts : sequence of parts whose frames the functions receive, in this order
-    residual : callable (*frames) -> (rows,), or with ``invariants`` given: (π) -> (rows,)
-    invariants : callable (*frames) -> (k,), quadratic in the coordinates (optional)
+    residual : callable ``(*frames) -> (rows,)``, or with ``invariants`` given: ``(π) -> (rows,)``
+    invariants : callable ``(*frames) -> (k,)``, quadratic in the coordinates (optional)
     rows : number of equations
     name : str
     """
@@ -66,7 +66,7 @@ class Constraint:
 
 
 class Potential:
-    """A potential U(π) of invariants π = invariants(*frames) (k,), quadratic in the coordinates.
+    """A potential U(π) of invariants π = ``invariants(*frames)`` (k,), quadratic in the coordinates.
 
     Its discrete force is ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}) (DESIGN §5): exact energy balance, and
     momentum conserved where the invariants are invariant under the symmetry.

@@ -79,7 +79,7 @@ class Gravity(_Field):
 
 class CentralGravity(_Field):
     """Newtonian gravity of a point mass μ = G M (m³/s²) at the origin on every body and point
-    mass (or ``parts``): V = −μ m / |x_c| (no gravity-gradient torque). Conserves angular momentum
+    mass (or ``parts``): ``V = −μ m / |x_c|`` (no gravity-gradient torque). Conserves angular momentum
     about the origin exactly (closed-form invariant discrete gradient, rotor-scheme.md §3)."""
 
     kind = CentralGravityKind

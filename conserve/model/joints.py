@@ -335,7 +335,7 @@ class Fixed(Joint):
 
 class Distance(Joint):
     """Massless rod: two material points keep the distance ``length`` (1 constraint),
-    ½(|x_a − x_b|² − L²) = 0. ``points=(x_a, x_b)`` in world axes at the start, or
+    ``½(|x_a − x_b|² − L²) = 0``. ``points=(x_a, x_b)`` in world axes at the start, or
     ``at_a``/``at_b`` body points; ``length`` defaults to the initial distance."""
 
     n_constraints = 1

@@ -171,10 +171,10 @@ class Rope(Joint):
     ``points=(x_a, x_b)`` world at the start or ``at_a``/``at_b``; ``radius`` r in m (negative to
     wind the other way), ``length`` L0 (default: the initial distance).
 
-    With a hybrid winch, α is its spin angle θ and the constraint ½(|x_a − x_b|² − L²) = 0 is
+    With a hybrid winch, α is its spin angle θ and the constraint ``½(|x_a − x_b|² − L²) = 0`` is
     quadratic in (q, θ). With a full-body winch (``model="body"``), α is the drum joint's angle,
     tracked in the state like any joint coordinate, and the rope is the coordinate relation
-    ℓ − r α = L0 − r α0 with ℓ = |x_a − x_b| (:class:`~conserve.model.terms.CoordinateRelation`).
+    ℓ − r α = L0 − r α0 with ``ℓ = |x_a − x_b|`` (:class:`~conserve.model.terms.CoordinateRelation`).
     """
 
     n_constraints = 1

@@ -20,7 +20,7 @@ from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .bodies import Ground, Part
 from .joints import Joint
-from .rotors import Rotor
+from .rotors import Rope, Rotor
 from .terms import stack_terms
 from .tree import Tree, spanning_tree
 
@@ -253,7 +253,7 @@ class System:
         keep = [int(i) for i in _check_constraints(model, layout, state, spin_rates, row_priority, redundant)]
         # kept rows by role in the reduced step: the tree's (eliminated by H2), the cut joints'
         # (functions of q alone: eliminated by loop coordinates), all others (keep multipliers)
-        joints = {e.name for e in others if isinstance(e, Joint)}
+        joints = {e.name for e in others if isinstance(e, Joint) and not isinstance(e, Rope)}  # ropes read θ or s
         role = ["tree" if o in tree_owners else "loop" if o in joints else "cut"
                 for o in (layout.constraint_rows[i][0] for i in keep)]
         tree = Tree(tuple({k: jnp.asarray(v) for k, v in p.items()} for p in tree_params), links,

@@ -5,7 +5,7 @@ element. Assembly stacks the parameters of all terms of one kind into arrays wit
 element axis, so each kind is evaluated by one vectorised call however many elements use it
 (DESIGN §10). A kind is a class, or a hashable instance when it carries user functions.
 
-Families (Q is the extended block array (m, 3) of :mod:`conserve.kinematics.frames`):
+Families (Q is the extended block array (m, 3) of ``conserve.kinematics.frames``):
 
 - constraint kinds: ``residual(p, Q) -> (n, rows)``. The built-in ones are quadratic in the
   coordinates, so the midpoint Jacobian G(q_{n+½}) is an exact discrete derivative
@@ -13,7 +13,7 @@ Families (Q is the extended block array (m, 3) of :mod:`conserve.kinematics.fram
   the discrete gradient of ``outer`` in invariant space instead (user constraints).
 - potential kinds: ``invariants(p, Q) -> (n, k)`` quadratic (or linear) in the coordinates
   and ``energy(p_e, pi_e) -> scalar``; the discrete force follows from
-  :func:`conserve.discrete.discrete_gradient` unless the kind gives a closed-form
+  ``conserve.discrete.discrete_gradient`` unless the kind gives a closed-form
   ``discrete_gradient(p_e, pi0_e, pi1_e)`` (DESIGN §5).
 - load kinds: ``generalized_force(p, Q0, Q1, t, h) -> (Q-shaped force, (n,) work)`` for
   applied, non-conservative loads evaluated at the midpoint.
@@ -159,7 +159,7 @@ class CoordinateRelation:
     """A linear relation between tracked joint coordinates: Σ_i c_i s_i − c0 = 0 (a gear, a belt,
     a winch rope on a full-body drum: ℓ − r α = L0 − r α0).
 
-    Each s_i is carried in the state with an exact discrete increment (:mod:`.coordinates`),
+    Each s_i is carried in the state with an exact discrete increment (``conserve.model.coordinates``),
     s_{n+1} = s_n + Δs_i(q_n, q_{n+1}), so the step enforces g(s_{n+1}) = 0 and its discrete
     Jacobian Ḡ = Σ_i c_i ∇̄s_i satisfies Ḡ·Δq = Δg exactly: the relation does no work. The
     ∇̄s_i are invariant under rigid motions, so momentum is conserved as well.

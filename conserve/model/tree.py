@@ -20,7 +20,7 @@ Two pure functions of the tree, both in tree order (parents before children):
   turns by cay(u_ω) and shifts by u_x; a child's relative rotation R_rel = R_aᵀ R_b turns by
   cay(Σ u_k a_k) · R_rel · cay(Σ u_k b_k) and its joint offset p_rel = R_aᵀ(x_B − x_A) slides by
   Σ u_k (u_k × w_k). Orthonormality and every tree constraint hold exactly (to round-off, which
-  :func:`~conserve.kinematics.rotations.nearest_rotation` keeps from growing down the tree).
+  ``nearest_rotation`` keeps from growing down the tree).
 """
 
 from __future__ import annotations

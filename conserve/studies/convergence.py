@@ -37,7 +37,7 @@ def relative_error(parts):
 
 
 def marker_error(part, point=(0.0, 0.0, 0.0)):
-    """Max over time of |x(t) − x_ref(t)| for a body point (body axes, m), at the run's nodes
+    """Max over time of ``|x(t) − x_ref(t)|`` for a body point (body axes, m), at the run's nodes
     (the reference is sampled at them; its step must divide the run's)."""
     point = np.asarray(point, float)
 
@@ -51,12 +51,12 @@ def marker_error(part, point=(0.0, 0.0, 0.0)):
 
 
 def energy_error(sol, ref=None):
-    """max |E_n − E_0 − Σ(W − D)| / |E_0|: the energy-balance error of the run itself."""
+    """``max |E_n − E_0 − Σ(W − D)| / |E_0|``: the energy-balance error of the run itself."""
     return float(np.max(np.abs(sol.energy_balance_error)) / abs(sol.energy.total[0]))
 
 
 def momentum_error(sol, ref=None):
-    """max |J_n − J_0| / |J_0|: the angular-momentum drift of the run itself."""
+    """``max |J_n − J_0| / |J_0|``: the angular-momentum drift of the run itself."""
     J = sol.angular_momentum
     return float(np.max(np.abs(J - J[0])) / np.linalg.norm(J[0]))
 
