@@ -47,7 +47,8 @@ class Scene:
     frames : (F,) node indices;  t : (F,) s
     centres : {part: (F, 3)} centres of mass, m;  rotations : {rigid body: (F, 3, 3)}
     links : [(name, kind, (F, 3) point on a, (F, 3) point on b, (F, 3) centre a, (F, 3) centre b)]
-    rotors : {name: ((F, 3) centre, (F, 3) axis, (F, 3) spin marker, radius m)}
+    rotors : {name: ((F, 3) centre, (F, 3) axis, (F, 3) spin marker, (F, 3) e1, (F, 3) e2 spanning the
+        rotor's plane, radius m)}
     arrow : length of the body-frame arrows, m (0.15 of the scene's extent)
     """
 

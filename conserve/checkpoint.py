@@ -23,9 +23,12 @@ import os
 import pickle
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from .errors import ModelError
+from .model.system import as_assembly
+from .solution import layout_record
 
 #: Version of the checkpoint layout.
 FORMAT_VERSION = 1
@@ -43,11 +46,7 @@ def _atomic_savez(path: Path, **arrays):
 def fingerprint(assembly) -> str:
     """A hash of the model's structure, parameters and initial state: a resumed run must
     continue the same model."""
-    from .solution import layout_record
-
     h = hashlib.sha256(json.dumps(layout_record(assembly.layout), sort_keys=True, default=str).encode())
-    import jax
-
     for leaf in jax.tree.leaves((assembly.model, assembly.initial_state)):
         h.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
     return h.hexdigest()
@@ -80,8 +79,6 @@ def write(ckpt, n, carry, piece):
 
 def read(path, system=None):
     """(assembly, settings, n, carry, pieces, ckpt) of the checkpoint directory ``path``."""
-    from .model.system import as_assembly
-
     path = Path(path)
     run = path / "run.npz"
     if not run.exists():

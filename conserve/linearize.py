@@ -97,7 +97,7 @@ def _derivatives(model, state, q, p, omega):
     def cut_constraints(u):
         x = configure(tree, Q, u)
         s = state.s + model.coordinate_values(x) - s0  # tracked joint coordinates follow q
-        return model.constraints(x, state.theta, s)[np.asarray(tree.loop_rows + tree.cut_rows, np.int64)]
+        return model.constraints(x, state.theta, s)[np.asarray(tree.closure_rows, np.int64)]
 
     zero = jnp.zeros(tree.n_dof, q.dtype)
     R_udot = jax.grad(rayleigh, argnums=1)
@@ -128,9 +128,7 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     if q.shape != state.q.shape or p.shape != state.p.shape:
         raise ModelError(f"linearize: q must have shape {state.q.shape} and p {state.p.shape}, "
                          f"got {q.shape} and {p.shape}.")
-    cut = np.asarray(tree.loop_rows + tree.cut_rows, np.int64)
-    reads_spin = lambda th: model.constraints(q, th, state.s)[cut]  # noqa: E731
-    if cut.size and model.n_rotors and np.any(jax.jacfwd(reads_spin)(state.theta)):
+    if any(getattr(model.row_kinds[i], "reads_spin_angles", False) for i in tree.closure_rows):
         raise ModelError("linearize: a cut constraint (a rope on a hybrid winch) involves a rotor's spin "
                          "angle; linearisation treats spin angles as cyclic and cannot keep it.")
     M, C, K, imbalance, R_vv, R_vu, Gc, Hc = (np.asarray(a) for a in

@@ -62,9 +62,9 @@ def _split(model, y):
     return jnp.split(y, np.cumsum([n_q, n_d, n_s, n_r, n_r, n_s + n_r]))  # q, ν, s, p, θ, E_d, W
 
 
-def _rows(model):
-    """Kept constraint rows the tree does not satisfy by construction (they keep multipliers)."""
-    return np.asarray(model.tree.loop_rows + model.tree.cut_rows, np.int64)
+def _closure_constraints(model, q, theta, s):
+    """g(q, θ, s) of the rows the tree does not satisfy by construction (they keep multipliers)."""
+    return model.constraints(q, theta, s)[np.asarray(model.tree.closure_rows, np.int64)]
 
 
 def _rates(model, t, y, lam):
@@ -85,7 +85,7 @@ def _rates(model, t, y, lam):
     rates = model.rotor_relative_rates(q, v, p)
     applied, tau_r, power = model.applied_forces(t, q, v, s, theta, p)
     if lam.size:  # constraint forces G̃ᵀλ on q and G_θᵀλ on the rotors
-        g_q, g_theta, g_s = jax.vjp(lambda x, th, z: model.constraints(x, th, z)[_rows(model)], q, theta, s)[1](lam)
+        g_q, g_theta, g_s = jax.vjp(partial(_closure_constraints, model), q, theta, s)[1](lam)
         applied = applied - g_q - (jax.vjp(model.coordinate_values, q)[1](g_s)[0] if s.size else 0.0)
         tau_r = tau_r - g_theta
     p_dot = tau_r - c_r * rates
@@ -102,14 +102,14 @@ def _velocity_constraints(model, y):
     q, nu, s, p, theta, _, _ = _split(model, y)
     v = velocities(model.tree, model.blocks(q), nu).ravel()
     rates, s_dot = model.rotor_relative_rates(q, v, p), jax.jvp(model.coordinate_values, (q,), (v,))[1]
-    return jax.jvp(lambda x, th, z: model.constraints(x, th, z)[_rows(model)], (q, theta, s), (v, rates, s_dot))[1]
+    return jax.jvp(partial(_closure_constraints, model), (q, theta, s), (v, rates, s_dot))[1]
 
 
 @jax.jit
 def rhs(model, t, y):
     """dy/dt of the ODE state y = (q, ν, s, p, θ, E_d, W), the multipliers of the non-tree rows
     eliminated (see the module docstring)."""
-    zero = jnp.zeros(len(_rows(model)), y.dtype)
+    zero = jnp.zeros(len(model.tree.closure_rows), y.dtype)
     rates = partial(_rates, model, t, y)
     if not zero.size:
         return rates(zero)

@@ -212,6 +212,13 @@ class Model:
         return len(self.constraint_keep) == self._n_rows
 
     @property
+    def row_kinds(self):
+        """The constraint kind of every kept row (n_c,), in the order of :meth:`constraints`."""
+        kinds = [k for k, p in zip(self.constraint_kinds, self.constraint_params)
+                 for _ in range(len(k.rows) * _n_elements(p))]
+        return tuple(kinds[i] for i in self.constraint_keep)
+
+    @property
     def couples_coordinates(self):
         """True if a constraint reads the tracked joint coordinates s (coordinate relations)."""
         return any(getattr(k, "reads_coordinates", False) for k in self.constraint_kinds)

@@ -19,9 +19,8 @@ import scipy.linalg
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .bodies import Ground, Part
-from .joints import Joint
-from .rotors import Rope, Rotor
-from .terms import stack_terms
+from .rotors import Rotor
+from .terms import of_coordinates_alone, stack_terms
 from .tree import Tree, spanning_tree
 
 #: Largest accepted initial constraint residual, relative to 1 + max|q0| (m for joints, 1 for
@@ -251,15 +250,16 @@ class System:
                       jnp.zeros(len(rotors)))
         spin_rates = np.array([r.spin_rate for r in rotors])
         keep = [int(i) for i in _check_constraints(model, layout, state, spin_rates, row_priority, redundant)]
-        # kept rows by role in the reduced step: the tree's (eliminated by H2), the cut joints'
-        # (functions of q alone: eliminated by loop coordinates), all others (keep multipliers)
-        joints = {e.name for e in others if isinstance(e, Joint) and not isinstance(e, Rope)}  # ropes read θ or s
-        role = ["tree" if o in tree_owners else "loop" if o in joints else "cut"
-                for o in (layout.constraint_rows[i][0] for i in keep)]
+        # kept rows by role in the reduced step: the tree's (eliminated by H2), the other quadratic
+        # rows of q alone (loop-closing joints: eliminated by loop coordinates), all others
+        # (ropes on hybrid winches, coordinate relations, user constraints: keep multipliers)
+        model = Model(**{**model.__dict__, "constraint_keep": tuple(keep)})
+        role = ["tree" if layout.constraint_rows[i][0] in tree_owners else "loop" if of_coordinates_alone(k) else "cut"
+                for i, k in zip(keep, model.row_kinds)]
         tree = Tree(tuple({k: jnp.asarray(v) for k, v in p.items()} for p in tree_params), links,
                     *(tuple(k for k, r in enumerate(role) if r == which) for which in ("tree", "loop", "cut")),
                     layout.n_blocks)
-        model = Model(**{**model.__dict__, "constraint_keep": tuple(keep), "tree": tree})
+        model = Model(**{**model.__dict__, "tree": tree})
         return Assembly(model, layout, state)
 
 

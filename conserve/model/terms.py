@@ -8,7 +8,8 @@ element axis, so each kind is evaluated by one vectorised call however many elem
 Families (Q is the extended block array (m, 3) of ``conserve.kinematics.frames``):
 
 - constraint kinds: ``residual(p, Q) -> (n, rows)``. The built-in ones are quadratic in the
-  coordinates, so the midpoint Jacobian G(q_{n+½}) is an exact discrete derivative
+  coordinates (and in θ or s where they declare ``reads_spin_angles`` or
+  ``reads_coordinates``), so the midpoint Jacobian G(q_{n+½}) is an exact discrete derivative
   (DESIGN §4). A kind with ``invariants(p, Q)`` and ``outer(p_e, pi_e)`` (g = outer(π)) gets
   the discrete gradient of ``outer`` in invariant space instead (user constraints).
 - potential kinds: ``invariants(p, Q) -> (n, k)`` quadratic (or linear) in the coordinates
@@ -147,6 +148,7 @@ class Rope:
     """
 
     rows = ("rope",)
+    reads_spin_angles = True
 
     @staticmethod
     def residual(p, C):
@@ -174,6 +176,15 @@ class CoordinateRelation:
     @staticmethod
     def residual(p, C):
         return (jnp.sum(p["coefficients"] * C.s[p["coordinates"]], axis=1) - p["value"])[:, None]
+
+
+def of_coordinates_alone(kind) -> bool:
+    """True for a constraint kind quadratic in the coordinates q alone: it reads neither spin
+    angles (``reads_spin_angles``, a rope on a hybrid winch) nor joint coordinates
+    (``reads_coordinates``), and has no user ``outer`` function. The reduced backend closes loops
+    of such rows by loop coordinates; all others keep multipliers."""
+    return not (getattr(kind, "reads_spin_angles", False) or getattr(kind, "reads_coordinates", False)
+                or hasattr(kind, "outer"))
 
 
 @dataclass(frozen=True, eq=False)

@@ -82,6 +82,11 @@ class Tree:
     n_blocks: int
 
     @property
+    def closure_rows(self):
+        """The kept rows the tree does not satisfy by construction: ``loop_rows + cut_rows``."""
+        return self.loop_rows + self.cut_rows
+
+    @property
     def n_dof(self):
         return sum(link.n_dof for link in self.links)
 
