@@ -6,8 +6,8 @@ Importing conserve enables jax float64 (see :mod:`conserve._x64`).
 from . import _x64  # noqa: F401  (must run before any jax array is created)
 from . import kinematics, problems, studies  # noqa: F401
 from .discrete import Newton
-from .errors import (ConvergenceError, InconsistentInitialState, InvalidInertia, InvalidMass,
-                     InvalidOrientation, ModelError, SimulationError)
+from .errors import (CoarseStepWarning, ConvergenceError, FileError, InconsistentInitialState, InvalidInertia,
+                     InvalidMass, InvalidOrientation, ModelError, SimulationError)
 from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Force, Gravity, JointMotor,
                     JointSpringDamper, Parallel, Perpendicular, Planar, PointMass, Potential, Prismatic,
                     Revolute, RigidBody, Rope, Rotor, RotorState, Spherical, SpringDamper, System, Torque,
@@ -20,7 +20,8 @@ from .solution import Solution
 __version__ = "0.1.0"
 
 __all__ = [
-    "Newton", "ConvergenceError", "InconsistentInitialState", "InvalidInertia", "InvalidMass",
+    "Newton", "CoarseStepWarning", "ConvergenceError", "FileError", "InconsistentInitialState", "InvalidInertia",
+    "InvalidMass",
     "InvalidOrientation", "ModelError", "SimulationError", "CentralGravity", "Constraint", "Cylindrical",
     "Distance", "Fixed", "Force", "Gravity", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular",
     "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "RotorState",

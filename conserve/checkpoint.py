@@ -2,17 +2,25 @@
 
 A checkpoint is a directory:
 
-- ``piece_<k>.npz``: the nodes, per-step records and diagnostics of the k-th stretch of steps
-  (written once, never rewritten: the cost of checkpointing does not grow with the run);
-- ``run.npz``: what the time loop needs to go on — the run's settings, the step count n, the
-  carried state and multipliers at t_n, the number of valid pieces — and the assembly
-  (pickled, when it can be).
+- ``piece-<run id>-<k>.npz``: the nodes, per-step records and diagnostics of the k-th stretch
+  of the run, nodes ``start … stop − 1`` (piece 0: the initial node), stamped with the run id, k
+  and that range; written once, never rewritten, so checkpointing costs the same at any length;
+- ``run.npz``: what the time loop needs to go on — the run id, settings, the step count n, the
+  carried state and multipliers at t_n, and the chain of pieces (file, node range, sha256) — and
+  the model's fingerprint (:mod:`conserve.fingerprint`: structure, numbers and the laws' code);
+- ``lock``: held (``flock``) by the process writing the run; the operating system releases it
+  when that process ends, however it ends.
 
-Every file is written to a temporary name and renamed over the old one (atomic on POSIX), and
-``run.npz`` only after its piece, so a crash at any moment leaves the last complete checkpoint:
-a killed run loses at most the steps since then. The carried state is stored exactly (float64),
-and the loop goes on with the same compiled chunk, so a resumed run is bit-for-bit the run that
-was not interrupted.
+Every file is written to a temporary name unique to the writer and renamed over the old one
+(atomic on POSIX), and ``run.npz`` only after its piece, so a crash at any moment leaves the
+last complete checkpoint: a killed run loses at most the steps since then. :func:`read` checks
+everything before a step is taken — the format, the model against the fingerprint, each piece
+against its checksum, run id and range, and that the ranges chain from node 0 to n without gap
+or overlap — so a stale, swapped, foreign or corrupt file is refused with a message, never
+spliced into the run. Nothing is unpickled: a checkpoint holds arrays and JSON only, so the
+system is passed again to :func:`conserve.resume`. The carried state is stored exactly
+(float64) and the loop goes on with the same compiled chunk, so a resumed run is bit-for-bit
+the run that was not interrupted.
 """
 
 from __future__ import annotations
@@ -20,91 +28,197 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
+import uuid
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from .errors import ModelError
-from .model.system import as_assembly
-from .solution import layout_record
+from .errors import FileError, ModelError
+from .files import json_record, load_npz
+from .fingerprint import fingerprint
 
-#: Version of the checkpoint layout.
-FORMAT_VERSION = 1
+try:  # POSIX advisory locks; elsewhere a directory is not protected against a second writer
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
 
+#: Version of the checkpoint layout (2: run ids, checksummed chain of pieces, no pickle).
+FORMAT_VERSION = 2
 
-def _atomic_savez(path: Path, **arrays):
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+RUN = "run.npz"
 
 
-def fingerprint(assembly) -> str:
-    """A hash of the model's structure, parameters and initial state: a resumed run must
-    continue the same model."""
-    h = hashlib.sha256(json.dumps(layout_record(assembly.layout), sort_keys=True, default=str).encode())
-    for leaf in jax.tree.leaves((assembly.model, assembly.initial_state)):
-        h.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
+def _piece_name(run_id, k):
+    return f"piece-{run_id}-{k:06d}.npz"
+
+
+def _atomic_savez(path: Path, **arrays) -> str:
+    """Write ``arrays`` to ``path`` through a temporary name of this writer; returns the file's sha256."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        digest = _sha256(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return digest
+
+
+def _sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
     return h.hexdigest()
 
 
-def start(path, assembly, settings: dict):
-    """Create (or reset) the checkpoint directory ``path`` for a new run."""
+def _lock(path: Path, who):
+    """Hold the directory's lock for this process (released by close() or when the process ends)."""
+    handle = open(path / "lock", "a+")
+    if fcntl is not None:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            owner = handle.read().strip()
+            handle.close()
+            raise ModelError(f"{who}: the checkpoint directory {path} is in use by another run "
+                             f"({owner or 'a process'}); "
+                             "wait for it to finish, or give this run its own directory.") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"process {os.getpid()}")
+    handle.flush()
+    return handle
+
+
+def close(ckpt):
+    """Release the directory's lock (idempotent)."""
+    if ckpt is not None and not ckpt["lock"].closed:
+        ckpt["lock"].close()
+
+
+def start(path, assembly, settings: dict, overwrite=False):
+    """Open the checkpoint directory ``path`` for a new run. A run already there is refused
+    unless ``overwrite`` (then its files are removed)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    for old in list(path.glob("piece_*.npz")) + list(path.glob("run.npz")):
-        old.unlink()
+    lock = _lock(path, "simulate")
     try:
-        blob = pickle.dumps(assembly)
-    except Exception:  # user callables (lambdas, closures): resume then needs the system again
-        blob = b""
-    return {"path": path, "settings": settings, "assembly": blob, "fingerprint": fingerprint(assembly), "pieces": 0}
+        if (path / RUN).exists():
+            if not overwrite:
+                raise ModelError(f"simulate: {path} already holds a checkpointed run; continue it with "
+                                 f"cs.resume({str(path)!r}, system), or pass overwrite=True to replace it.")
+            for old in [path / RUN, *path.glob("piece-*.npz"), *path.glob(".*.tmp")]:
+                old.unlink()
+    except BaseException:
+        lock.close()
+        raise
+    return {"path": path, "run_id": uuid.uuid4().hex[:12], "settings": settings, "fingerprint": fingerprint(assembly),
+            "pieces": [], "lock": lock}
 
 
 def write(ckpt, n, carry, piece):
-    """Append ``piece`` (a dict of arrays) and record the carried ``carry`` (a dict of arrays) at
-    step ``n``."""
-    k = ckpt["pieces"]
-    _atomic_savez(ckpt["path"] / f"piece_{k:06d}.npz", **piece)
-    ckpt["pieces"] = k + 1
-    meta = {"format_version": FORMAT_VERSION, "settings": ckpt["settings"], "n": int(n),
+    """Append ``piece`` (a dict of arrays: the nodes after the last piece's, up to t_n) and record
+    the carried ``carry`` (a dict of arrays) at step ``n``."""
+    k = len(ckpt["pieces"])
+    start = ckpt["pieces"][-1]["stop"] if k else 0
+    stop = n + 1
+    name = _piece_name(ckpt["run_id"], k)
+    stamp = json.dumps({"run_id": ckpt["run_id"], "index": k, "start": start, "stop": stop})
+    digest = _atomic_savez(ckpt["path"] / name, piece_meta=stamp, **piece)
+    ckpt["pieces"].append({"file": name, "start": start, "stop": stop, "sha256": digest})
+    meta = {"format_version": FORMAT_VERSION, "run_id": ckpt["run_id"], "settings": ckpt["settings"], "n": int(n),
             "pieces": ckpt["pieces"], "fingerprint": ckpt["fingerprint"]}
-    _atomic_savez(ckpt["path"] / "run.npz", meta=json.dumps(meta),
-                  assembly=np.frombuffer(ckpt["assembly"], np.uint8), **{f"carry_{k}": v for k, v in carry.items()})
+    _atomic_savez(ckpt["path"] / RUN, meta=json.dumps(meta), **{f"carry_{k}": v for k, v in carry.items()})
 
 
-def read(path, system=None):
-    """(assembly, settings, n, carry, pieces, ckpt) of the checkpoint directory ``path``."""
+def read(path, system, trust_laws=False):
+    """(assembly, settings, n, carry, pieces, ckpt) of the checkpoint directory ``path``, each
+    piece verified (see the module docstring); the directory is locked for the caller."""
+    from .model.assembled import State
+    from .model.system import as_assembly
+
     path = Path(path)
-    run = path / "run.npz"
-    if not run.exists():
-        raise ModelError(f"resume: {path} holds no checkpoint (no run.npz); was the run started with "
+    who = "resume"
+    if not (path / RUN).exists():
+        raise ModelError(f"resume: {path} holds no checkpoint (no {RUN}); was the run started with "
                          "simulate(..., checkpoint=path) and did it reach its first checkpoint?")
-    with np.load(run) as f:
-        meta = json.loads(str(f["meta"]))
+    if system is None:
+        raise ModelError(f"resume: pass the system the run in {path} was started with, resume(path, system): a "
+                         "checkpoint stores arrays, not code (loading code from a file could run anything), and the "
+                         "system is checked against the stored fingerprint.")
+    lock = _lock(path, who)
+    try:
+        run = load_npz(path / RUN, who)
+        meta = json_record(run, "meta", path / RUN, who)
         if meta.get("format_version") != FORMAT_VERSION:
-            raise ModelError(f"resume: {run} has format version {meta.get('format_version')}, "
-                             f"this conserve reads {FORMAT_VERSION}.")
-        blob = f["assembly"].tobytes()
-        carry = {k[6:]: f[k] for k in f.files if k.startswith("carry_")}
-    if system is not None:
-        assembly = as_assembly(system, "resume")
-    elif blob:
-        assembly = pickle.loads(blob)
-    else:
-        raise ModelError(f"resume: the model of {path} could not be stored (it holds functions that cannot be "
-                         "pickled, e.g. lambdas as motor laws); pass the same system: resume(path, system).")
-    if fingerprint(assembly) != meta["fingerprint"]:
-        raise ModelError(f"resume: the system given is not the one {path} was run with (structure, parameters "
-                         "or initial state differ); pass the same system as to simulate.")
-    pieces = []
-    for k in range(meta["pieces"]):
-        with np.load(path / f"piece_{k:06d}.npz") as f:
-            pieces.append({name: f[name] for name in f.files})
-    ckpt = {"path": path, "settings": meta["settings"], "assembly": blob, "fingerprint": meta["fingerprint"],
-            "pieces": meta["pieces"]}
-    return assembly, meta["settings"], meta["n"], carry, pieces, ckpt
+            raise FileError(f"resume: {path / RUN} has format version {meta.get('format_version')}, this conserve "
+                            "reads "
+                             f"{FORMAT_VERSION}; rerun it with simulate(..., checkpoint=path, overwrite=True).")
+        assembly = as_assembly(system, who)
+        try:
+            _check_fingerprint(meta["fingerprint"], fingerprint(assembly), path, trust_laws)
+            pieces = _verified_pieces(path, meta)
+            carry = {k[6:]: run[k] for k in (*(f"carry_{f}" for f in State._fields), "carry_lam")}
+            n, settings = int(meta["n"]), dict(meta["settings"])
+        except ModelError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+            raise FileError(f"resume: the records of {path} are malformed ({type(err).__name__}: {err}); not a "
+                            "checkpoint this conserve wrote.") from None
+    except BaseException:
+        lock.close()
+        raise
+    ckpt = {"path": path, "run_id": meta["run_id"], "settings": meta["settings"], "fingerprint": meta["fingerprint"],
+            "pieces": meta["pieces"], "lock": lock}
+    return assembly, settings, n, carry, pieces, ckpt
+
+
+def _check_fingerprint(stored, given, path, trust_laws):
+    what = {"structure": "its structure (parts, joints, forces)", "parameters": "its parameters",
+            "initial_state": "its initial state", "laws": "its laws (motor, force, constraint or potential functions)"}
+    differ = [what[k] for k in what if stored.get(k) != given[k] and not (k == "laws" and trust_laws)]
+    if differ:
+        raise ModelError(f"resume: the system given is not the one {path} was run with: {', '.join(differ)} "
+                         "differ; pass the same system as to simulate"
+                         + ("" if trust_laws else " (if only the laws' code moved and you are sure it computes the "
+                            "same, trust_laws=True skips their check)") + ".")
+    if stored.get("opaque") and not trust_laws:
+        raise ModelError(f"resume: the run in {path} has laws that hold {', '.join(stored['opaque'])}, whose state "
+                         "cannot be read, so it cannot be checked that they are unchanged; if they are, pass "
+                         "trust_laws=True.")
+
+
+def _verified_pieces(path, meta):
+    """The pieces' arrays, after checking checksum, run id, index and the chain of node ranges."""
+    who = "resume"
+    pieces, expected = [], 0
+    for k, entry in enumerate(meta["pieces"]):
+        if entry["start"] != expected or entry["stop"] <= entry["start"]:
+            raise ModelError(f"resume: the pieces of {path} do not chain: piece {k} holds nodes {entry['start']}…"
+                             f"{entry['stop'] - 1}, expected to start at node {expected} (a gap or overlap).")
+        file = path / entry["file"]
+        if not file.exists():
+            raise ModelError(f"resume: piece {k} of the run in {path} ({entry['file']}) is missing; the checkpoint "
+                             "cannot be continued (rerun with overwrite=True).")
+        if _sha256(file) != entry["sha256"]:
+            raise FileError(f"resume: {file} is not the piece the run wrote there (its checksum differs: replaced, "
+                            "stale or corrupt); the checkpoint cannot be continued (rerun with overwrite=True).")
+        arrays = load_npz(file, who)
+        stamp = json_record(arrays, "piece_meta", file, who)
+        if stamp != {"run_id": meta["run_id"], "index": k, "start": entry["start"], "stop": entry["stop"]}:
+            raise FileError(f"resume: {file} belongs to another run or place in the run ({stamp}); refusing to "
+                            "splice it in.")
+        if len(arrays["node_q"]) != entry["stop"] - entry["start"]:
+            raise FileError(f"resume: {file} holds {len(arrays['node_q'])} nodes, its record says "
+                            f"{entry['stop'] - entry['start']}.")
+        expected = entry["stop"]
+        pieces.append({name: a for name, a in arrays.items() if name != "piece_meta"})
+    if expected != meta["n"] + 1:
+        raise ModelError(f"resume: the pieces of {path} end at node {expected - 1}, the run at step {meta['n']}.")
+    return pieces

@@ -23,6 +23,12 @@ class InconsistentInitialState(ModelError):
     """An initial position or velocity that violates a joint's constraint."""
 
 
+class FileError(ModelError):
+    """A file given to :meth:`conserve.Solution.load` or :func:`conserve.resume` that is not a
+    readable conserve file (corrupt, truncated, foreign or of another format version). Such files
+    are never unpickled: nothing in them is executed."""
+
+
 class SimulationError(RuntimeError):
     """A time step could not be completed.
 
@@ -48,3 +54,8 @@ class SimulationError(RuntimeError):
 
 class ConvergenceError(SimulationError):
     """Newton's method did not converge within the iteration limit (or produced NaN)."""
+
+
+class CoarseStepWarning(UserWarning):
+    """A step too coarse for the motion it has to follow (a part turning more than about a
+    radian per step): the run conserves exactly, but its trajectory is far from converged."""

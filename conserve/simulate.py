@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections import OrderedDict
 from functools import partial
 
@@ -22,7 +23,7 @@ from . import checkpoint as checkpoints
 from .backends import BACKENDS
 from .backends.subdivide import subdividing
 from .discrete.newton import Newton
-from .errors import ConvergenceError, ModelError, SimulationError
+from .errors import CoarseStepWarning, ConvergenceError, ModelError, SimulationError
 from .model.assembled import Model, State
 from .model.system import as_assembly
 from .solution import Solution, layout_record, node_diagnostics
@@ -30,6 +31,9 @@ from .solution import Solution, layout_record, node_diagnostics
 #: Steps per compiled chunk; steps past the end are masked, so every run length shares one
 #: compiled chunk (a masked step costs a few µs, so short runs report a higher time per step).
 CHUNK = 1024
+
+#: Most steps in one run (the step counter is an int32).
+MAX_STEPS = 2**31 - 2
 
 #: Compiled chunk runners kept (least recently used dropped first): XLA's CPU code of one model
 #: takes ~1000–3000 memory mappings, and a process may hold only ~65 000.
@@ -96,7 +100,8 @@ def clear_compiled():
 
 
 def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chunk=CHUNK, progress=None,
-             ode=None, on_failure="raise", max_subdivisions=6, checkpoint=None, checkpoint_every=None) -> Solution:
+             ode=None, on_failure="raise", max_subdivisions=6, checkpoint=None, checkpoint_every=None,
+             overwrite=False) -> Solution:
     """Integrate ``system`` from t0 to t_end with the constant step dt.
 
     Parameters
@@ -121,8 +126,11 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     chunk : steps per compiled scan chunk (≥ 1)
     progress : optional callable ``progress(steps_done, n_steps)``, called after every chunk
     checkpoint : optional directory: every ``checkpoint_every`` steps the run so far is saved
-        there atomically (:mod:`conserve.checkpoint`); :func:`resume` continues it bit-for-bit
+        there atomically (:mod:`conserve.checkpoint`); :func:`resume` continues it bit-for-bit.
+        The directory is locked while the run writes; a directory that already holds a run is
+        refused unless ``overwrite=True``
     checkpoint_every : steps between checkpoints (default ``chunk``; it sets the chunk length)
+    overwrite : replace a run already checkpointed in ``checkpoint`` (default: refuse)
 
     Returns
     -------
@@ -160,34 +168,88 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
             raise ModelError("simulate: backend 'ode' (scipy's solve_ivp) supports neither checkpoints nor "
                              "on_failure='subdivide'.")
         return _simulate_ode(assembly, t0, t_end, dt, ode or {})
-    n_steps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
+    ratio = (t_end - t0) / dt
+    if not ratio <= MAX_STEPS:
+        raise ModelError(f"simulate: (t_end − t0)/dt = {ratio:.3g} steps; a run takes at most {MAX_STEPS} steps (its "
+                         "step counter is a 32-bit integer): use a larger dt or a shorter span, or continue in parts "
+                         "(simulate(..., t0=...) from the last state).")
+    n_steps = max(1, math.ceil(ratio * (1.0 - 1e-12) - 1e-9))  # a whole number of steps up to round-off
+    _warn_coarse_steps(assembly, dt)
     settings = {"backend": backend, "t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
                 "newton": [newton.tol, newton.max_iterations], "on_failure": on_failure,
                 "max_subdivisions": max_subdivisions}
     state, lam = assembly.initial_state, jnp.zeros(assembly.model.n_constraints)
-    first = {**{f"node_{k}": np.asarray(a)[None] for k, a in state._asdict().items()},
+    first = {**{f"node_{k}": np.asarray(a)[None] for k, a in state._asdict().items() if k != "q_low"},
              **{f"diag_{k}": np.asarray(a)[None] for k, a in _node_diagnostics(assembly.model, state).items()}}
     ckpt = None
     if checkpoint is not None:
-        ckpt = checkpoints.start(checkpoint, assembly, settings)
-        checkpoints.write(ckpt, 0, _carry(state, lam), first)
-    return _run(assembly, settings, state, lam, 0, [first], ckpt, progress)
+        ckpt = checkpoints.start(checkpoint, assembly, settings, overwrite)
+    try:
+        if ckpt is not None:
+            checkpoints.write(ckpt, 0, _carry(state, lam), first)
+        return _run(assembly, settings, state, lam, 0, [first], ckpt, progress)
+    finally:
+        checkpoints.close(ckpt)
 
 
-def resume(path, system=None, *, progress=None) -> Solution:
+def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
     """Continue the run checkpointed in the directory ``path`` to its end (bit-for-bit the
     trajectory of an uninterrupted run with the same settings) and go on checkpointing there.
 
-    system : the System or Assembly the run was started with; needed only when it could not be
-        stored with the checkpoint (functions such as lambdas in it); checked against it."""
-    assembly, settings, n, carry, pieces, ckpt = checkpoints.read(path, system)
-    state = State(*(jnp.asarray(carry[k]) for k in State._fields))
-    return _run(assembly, settings, state, jnp.asarray(carry["lam"]), n, pieces, ckpt, progress)
+    system : the System or Assembly the run was started with. A checkpoint stores no code, so
+        the system is given again; it is checked against the stored fingerprint (structure,
+        parameters, initial state and the code and constants of its laws, :mod:`conserve.fingerprint`)
+    trust_laws : skip the check of the laws (for laws whose code moved but computes the same, or
+        that hold objects whose state cannot be fingerprinted)
+
+    Every stored piece is verified (checksum, run id, node range; :mod:`conserve.checkpoint`)
+    before a step is taken; the directory is locked while the run goes on."""
+    assembly, settings, n, carry, pieces, ckpt = checkpoints.read(path, system, trust_laws)
+    try:
+        state = State(*(jnp.asarray(carry[k]) for k in State._fields))
+        return _run(assembly, settings, state, jnp.asarray(carry["lam"]), n, pieces, ckpt, progress)
+    finally:
+        checkpoints.close(ckpt)
+
+
+#: A rigid body turning more than this many radians per step at t0 gets a CoarseStepWarning.
+COARSE_TURN = 1.0
+
+
+def _warn_coarse_steps(assembly, dt):
+    """Warn when full-body parts turn more than :data:`COARSE_TURN` rad per step at the start:
+    the midpoint rule turns a free spin ω by 2 atan(|ω|Δt/2) instead of |ω|Δt per step (a 20 %
+    lag at |ω|Δt = 1.5), so precession and nutation are far from converged (though conserving)."""
+    layout, state = assembly.layout, assembly.initial_state
+    q, v = np.asarray(state.q).reshape(-1, 3), np.asarray(state.v).reshape(-1, 3)
+    fast = {}
+    for part in layout.parts:
+        if part.n_blocks == 4:
+            o = layout.offsets[part.name]
+            rate = np.linalg.norm(0.5 * np.sum(np.cross(q[o + 1:o + 4], v[o + 1:o + 4]), axis=0))
+            if rate * dt > COARSE_TURN:
+                fast[part.name] = rate
+    if fast:
+        turns = ", ".join(f"'{name}' {rate * dt:.3g} rad (|ω| = {rate:.4g} rad/s)" for name, rate in fast.items())
+        rotors = sorted(set(fast) & {r.name for r in layout.body_rotors})
+        warnings.warn(
+            f"simulate: at t0 these parts turn more than {COARSE_TURN:g} rad per step: {turns}. The midpoint rule "
+            "turns a spin ω by 2 atan(|ω|Δt/2) per step, so their motion is far from converged (energy and momentum "
+            f"stay exact); use dt ≤ {COARSE_TURN / max(fast.values()):.3g} s"
+            + (f", or model {', '.join(rotors)} as Rotor(..., model='hybrid'), whose spin angle is exact at any step"
+               if rotors else "") + ".", CoarseStepWarning, stacklevel=3)
 
 
 def _number(name, x):
+    """x as a float64 number of seconds; a float32 (or float16) input is read as the decimal it
+    prints as (np.float32(0.3) is 0.3, not 0.30000001192…, which would add a step)."""
     try:
-        return float(x)
+        a = np.asarray(x)
+        if a.shape != () or a.dtype.kind not in "iuf":
+            raise TypeError
+        if a.dtype.kind == "f" and a.dtype.itemsize < 8:
+            return float(np.format_float_positional(a[()], unique=True, trim="0"))
+        return float(a)
     except (TypeError, ValueError):
         raise ModelError(f"simulate: {name} must be a number (s), got {x!r}.") from None
 
@@ -215,19 +277,19 @@ def _run(assembly, settings, state, lam, n, pieces, ckpt, progress) -> Solution:
             model, state, lam, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
         done = int(n_new) - n
         nodes, lams, iters, work, dissipation, substeps, diag = jax.tree.map(lambda a: np.asarray(a)[:done], out)
-        pieces.append({**{f"node_{k}": a for k, a in nodes._asdict().items()},
+        pieces.append({**{f"node_{k}": a for k, a in nodes._asdict().items() if k != "q_low"},
                        **{f"diag_{k}": a for k, a in diag.items()},
                        "step_lam": lams, "step_iterations": iters, "step_work": work,
                        "step_dissipation": dissipation, "step_substeps": substeps})
         n, failed = int(n_new), bool(failed)
-        if ckpt is not None:
+        if ckpt is not None and done:
             checkpoints.write(ckpt, n, _carry(state, lam), pieces[-1])
         if progress is not None:
             progress(n, n_steps)
     run_time = time.perf_counter() - tic
 
     join = lambda key: np.concatenate([p[key] for p in pieces if key in p])  # noqa: E731
-    q, v, s, p, theta = (join(f"node_{k}") for k in State._fields)
+    q, v, s, p, theta = (join(f"node_{k}") for k in State._fields[:-1])
     lams, iters, work, dissipation, substeps = (join(f"step_{k}") for k in
                                                 ("lam", "iterations", "work", "dissipation", "substeps"))
     diagnostics = {k[5:]: join(k) for k in pieces[0] if k.startswith("diag_")}
@@ -236,12 +298,12 @@ def _run(assembly, settings, state, lam, n, pieces, ckpt, progress) -> Solution:
              "unknowns": BACKENDS[backend].unknowns(model), "subdivided_steps": int(np.sum(substeps > 1))}
     recover = getattr(BACKENDS[backend], "multipliers", None)  # backends that eliminate multipliers
     if recover is not None and n:
-        lams = recover(model, State(q, v, s, p, theta), lams, t0, dt)
+        lams = recover(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t0, dt)
     multipliers = np.zeros((n, len(layout.constraint_rows)))
     multipliers[:, list(model.constraint_keep)] = lams * (2.0 / dt**2)
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
                         newton_iterations=iters, work=work, dissipation=dissipation, substeps=substeps,
-                        layout=layout_record(layout), diagnostics=diagnostics, stats=stats)
+                        layout=layout_record(layout), diagnostics=diagnostics, stats=stats, assembly=assembly)
     if failed:
         history = np.asarray(failure[0])[: int(failure[1])]
         raise _failure(n, t0 + n * dt, dt, newton, history, solution, settings)
@@ -263,7 +325,7 @@ def _simulate_ode(assembly, t0, t_end, dt, options):
                         newton_iterations=np.zeros(n, np.int32), work=work, dissipation=dissipation,
                         substeps=np.ones(n, np.int32),
                         layout=layout_record(assembly.layout), diagnostics=diagnostics,
-                        stats={"backend": "ode", "steps": n, **stats})
+                        stats={"backend": "ode", "steps": n, **stats}, assembly=assembly)
     if failure:
         raise SimulationError(f"backend 'ode' failed after t = {t0 + n * dt:.6g} s: {failure}. Kept the {n + 1} "
                               "nodes reached in err.partial_solution; try another method or tolerances "

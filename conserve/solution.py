@@ -6,6 +6,7 @@ A Solution needs no model to be read back: it stores the coordinate layout of it
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -14,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .errors import FileError
+from .files import json_record, load_npz
 from .kinematics.rotations import rotation_to_quaternion
 from .kinematics.rotations import angular_velocity
 from .model.assembled import Energy, Model, State
@@ -24,10 +27,13 @@ FORMAT_VERSION = 2
 
 
 def node_diagnostics(model: Model, state: State):
-    """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s) and
-    max-norm residual of *all* constraint rows (dropped redundant ones included) at one node."""
+    """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s), the
+    size of the terms of both (:meth:`Model.momentum_scales`) and the max-norm residual of *all*
+    constraint rows (dropped redundant ones included) at one node."""
     g = model.all_constraints(state.q, state.theta, state.s)
+    J_scale, L_scale = model.momentum_scales(state.q, state.v, state.p)
     return {"kinetic_energy": model.kinetic_energy(state.v, state.p),
+            "angular_momentum_scale": J_scale, "linear_momentum_scale": L_scale,
             "potential_energy": model.potential_energy(state.q, state.s),
             "linear_momentum": model.linear_momentum(state.v),
             "angular_momentum": model.angular_momentum(state.q, state.v, state.p),
@@ -143,6 +149,8 @@ class Solution:
     layout: dict
     diagnostics: dict
     stats: dict = field(default_factory=dict)
+    #: the Assembly that made this Solution (in memory only; not saved), for :attr:`symmetries`
+    assembly: object = field(default=None, repr=False, compare=False)
 
     _arrays = ("t", "q", "v", "s", "p", "theta", "multipliers", "newton_iterations", "work", "dissipation",
                "substeps")
@@ -230,31 +238,61 @@ class Solution:
     def constraint_residual(self):
         return self.diagnostics["constraint_residual"]
 
+    @property
+    def symmetries(self) -> dict:
+        """{"angular_momentum": basis, "linear_momentum": basis}: the directions e (orthonormal
+        lists of 3 numbers, possibly none) along which the model conserves J·e (about the origin)
+        and L·e (:mod:`conserve.model.symmetry`); computed once from the model that made this
+        Solution and kept in ``layout`` (saved with it). None for a file saved without them."""
+        if "symmetries" not in self.layout and self.assembly is not None:
+            from .model.symmetry import conserved_directions
+
+            state = self.assembly.initial_state
+            self.layout["symmetries"] = conserved_directions(self.assembly.model, state.q, state.theta)
+        return self.layout.get("symmetries")
+
     def summary(self) -> str:
-        """A few lines on conservation and cost."""
+        """A few lines on conservation and cost. Momenta are reported only along the directions
+        the model's symmetry conserves (:attr:`symmetries`), as the largest change of J·e (L·e) in
+        absolute terms and relative to the size of the terms that make up the momentum (the
+        scale its round-off lives on: a satellite whose J0 is itself round-off is not judged
+        against J0)."""
         E = self.energy.total
-        J, L = self.angular_momentum, self.linear_momentum
-        scale = lambda a: max(np.max(np.abs(a[0])), 1e-300)  # noqa: E731
         s = self.stats
-        balance = np.max(np.abs(self.energy_balance_error)) / scale(E)
+        scale_E = max(abs(E[0]), 1e-300)
         dt = self.t[1] - self.t[0] if len(self) > 1 else float("nan")
         iters = self.newton_iterations if self.newton_iterations.size else np.zeros(1)
-        return "\n".join([
+        lines = [
             f"{s.get('steps', len(self) - 1)} steps of {dt:.3g} s to t = {self.t[-1]:.6g} s "
             f"(backend {s.get('backend', '?')}, {self.layout['degrees_of_freedom']} degrees of freedom)",
-            f"  energy drift        max |E - E0|/|E0| = {np.max(np.abs(E - E[0])) / scale(E):.2e}"
-            + (f"   energy balance E - E0 - (W - D): {balance:.2e}" if self.work.size or self.dissipation.size else ""),
-            (f"  angular momentum    max |J - J0|/|J0| = {np.max(np.abs(J - J[0])) / scale(J):.2e}"
-             if np.max(np.abs(J[0])) > 0 else
-             f"  angular momentum    max |J - J0|      = {np.max(np.abs(J - J[0])):.2e} kg m²/s")
-            + "  (a drift only where no external moment acts)",
-            f"  linear momentum     max |L - L0|      = {np.max(np.abs(L - L[0])):.2e} kg m/s"
-            "  (a drift only where no external force acts)",
-            f"  constraint residual max |g|           = {np.max(self.constraint_residual):.2e}",
+            f"  energy              max |E - E0| = {np.max(np.abs(E - E[0])):.2e} J = "
+            f"{np.max(np.abs(E - E[0])) / scale_E:.2e} of |E0|"
+            + (f"; balance E - E0 - (W - D) {np.max(np.abs(self.energy_balance_error)) / scale_E:.2e} of |E0|"
+               if self.work.size or self.dissipation.size else "")]
+        symmetries = self.symmetries
+        for name, what, unit, motion in (
+                ("angular_momentum", "angular momentum", "kg m²/s", "rotation about the origin"),
+                ("linear_momentum", "linear momentum", "kg m/s", "translation")):
+            values = self.diagnostics[name]
+            size = np.max(self.diagnostics.get(f"{name}_scale", np.linalg.norm(values, axis=1)))
+            label = f"  {what:<20}"
+            if symmetries is not None and not symmetries[name]:
+                lines.append(f"{label}not conserved: the model has no symmetry under {motion} (gravity, ground "
+                             "joints or applied loads)")
+                continue
+            basis = np.eye(3) if symmetries is None else np.asarray(symmetries[name])
+            change = np.max(np.abs((values - values[0]) @ basis.T))
+            lines.append(f"{label}" + ("max |Δ|" if symmetries is None else
+                                         f"conserved along {_directions(basis)} (symmetry under {motion}): max |Δ|")
+                         + f" = {change:.2e} {unit}" + (f" = {change / size:.2e} of its scale {size:.3g} {unit}"
+                                                        if size > 0 else "")
+                         + (" (the model's symmetries are not known for this file)" if symmetries is None else ""))
+        lines += [
+            f"  constraint residual max |g| = {np.max(self.constraint_residual):.2e}",
             f"  Newton iterations   mean {np.mean(iters):.2f}, max {np.max(iters)}",
             f"  compile {s.get('compile_time', float('nan')):.2f} s, run {s.get('run_time', float('nan')):.3f} s "
-            f"= {1e6 * s.get('time_per_step', float('nan')):.1f} µs/step",
-        ])
+            f"= {1e6 * s.get('time_per_step', float('nan')):.1f} µs/step"]
+        return "\n".join(lines)
 
     # --- export -------------------------------------------------------------------------
     def save(self, path):
@@ -265,21 +303,33 @@ class Solution:
 
     @classmethod
     def load(cls, path) -> Solution:
-        """Read a file written by :meth:`save` (the ``.npz`` suffix may be omitted, as in save)."""
+        """Read a file written by :meth:`save` (the ``.npz`` suffix may be omitted, as in save).
+        Anything else (corrupt, truncated, foreign, a newer format) raises
+        :class:`~conserve.errors.FileError`; nothing in the file is executed (no pickles)."""
         path = str(path)
         if not path.endswith(".npz"):
             path += ".npz"
-        with np.load(path) as f:
-            meta = json.loads(str(f["meta"]))
-            if meta.get("format_version") not in (1, FORMAT_VERSION):
-                raise ValueError(f"{path}: format version {meta.get('format_version')}; this conserve reads "
-                                 f"1…{FORMAT_VERSION} (written by a newer conserve? upgrade it).")
-            diag = {k[5:]: f[k] for k in f.files if k.startswith("diag_")}
-            layout = meta["layout"]
+        who = "Solution.load"
+        arrays = load_npz(path, who)
+        meta = json_record(arrays, "meta", path, who)
+        if meta.get("format_version") not in (1, FORMAT_VERSION):
+            raise FileError(f"{who}: {path} has format version {meta.get('format_version')}; this conserve reads "
+                            f"1…{FORMAT_VERSION} (written by a newer conserve? upgrade it).")
+        try:
+            diag = {k[5:]: a for k, a in arrays.items() if k.startswith("diag_")}
+            layout = dict(meta["layout"])
             layout["parts"] = {k: tuple(v) for k, v in layout["parts"].items()}
-            arrays = {k: f[k] for k in cls._arrays if k in f.files}
-            arrays.setdefault("substeps", np.ones(len(arrays["newton_iterations"]), np.int32))
-            return cls(**arrays, layout=layout, diagnostics=diag, stats=meta["stats"])
+            fields = {k: arrays[k] for k in cls._arrays if k in arrays}
+            fields.setdefault("substeps", np.ones(len(fields["newton_iterations"]), np.int32))
+            solution = cls(**fields, layout=layout, diagnostics=diag, stats=dict(meta["stats"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise FileError(f"{who}: {path} is not a complete conserve Solution ({type(err).__name__}: "
+                            f"{err}).") from None
+        n = len(solution.t)
+        if any(len(getattr(solution, k)) != n for k in ("q", "v", "s", "p", "theta")) or \
+                any(len(getattr(solution, k)) != n - 1 for k in ("multipliers", "newton_iterations", "work")):
+            raise FileError(f"{who}: {path} is inconsistent: its arrays do not have {n} nodes and {n - 1} steps.")
+        return solution
 
     def to_xarray(self):
         """The Solution as an ``xarray.Dataset`` (xarray is optional: ``pip install xarray``).
@@ -348,8 +398,10 @@ class Solution:
         return animate(self, path, **options)
 
     def to_csv(self, path):
-        """Time series with a header: t, energies, momenta, constraint residual, and per part
-        its position (and quaternion w, x, y, z for rigid bodies)."""
+        """Time series with a header row: t, energies, momenta, constraint residual, and per part
+        its position (and quaternion w, x, y, z for rigid bodies), as ``"<part>.x_x"`` etc. Written
+        with the csv module, so names with commas, quotes or newlines are quoted (RFC 4180) and
+        read back intact by any CSV reader."""
         cols = {"t": self.t, "kinetic_energy": self.energy.kinetic,
                 "potential_energy": self.energy.potential, "total_energy": self.energy.total}
         for i, c in enumerate("xyz"):
@@ -365,5 +417,18 @@ class Solution:
                 quat = part.quaternion
                 for i, c in enumerate("wxyz"):
                     cols[f"{name}.q_{c}"] = quat[:, i]
-        np.savetxt(path, np.column_stack(list(cols.values())), delimiter=",",
-                   header=",".join(cols), comments="", fmt="%.17g")
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(cols)
+            writer.writerows([repr(float(x)) for x in row] for row in np.column_stack(list(cols.values())))
+
+
+def _directions(basis):
+    """'all components', 'e3' or '(0.6, 0.8, 0)' … for an orthonormal basis of directions."""
+    if len(basis) == 3:
+        return "all components"
+    names = []
+    for v in basis:
+        k = int(np.argmax(np.abs(v)))
+        names.append(f"e{k + 1}" if np.isclose(abs(v[k]), 1.0) else "(" + ", ".join(f"{x:.3g}" for x in v) + ")")
+    return " and ".join(names)

@@ -7,6 +7,10 @@ Every message names the part (body, joint, force, option) and says how to fix it
 tests/test_errors.py checks each case's error type and that the message names the culprit.
 """
 
+import tempfile
+from pathlib import Path
+
+import jax.numpy as jnp
 import numpy as np
 
 import conserve as cs
@@ -38,6 +42,69 @@ def _redundant():
 
 def _newton_failure():
     return cs.simulate(cs.problems.HeavyTop().system(), 0.2, 0.05, newton=cs.Newton(max_iterations=3))
+
+
+def _plate():
+    return cs.RigidBody("plate", 1.0, (1.0, 2.0, 2.5))
+
+
+def _force_law(law):
+    b = _plate()
+    return cs.System([b, cs.Force(b, law, name="thrust")]).assemble()
+
+
+#: Where the checkpoint cases write (the table shows paths relative to it).
+SCRATCH = Path(tempfile.mkdtemp(prefix="conserve-bad-inputs-"))
+
+
+def _scratch(case):
+    """A directory of its own for one checkpoint case."""
+    return SCRATCH / case
+
+
+def _existing_run():
+    path = _scratch("full") / "run"
+    cs.simulate(one_body(), 0.02, 1e-2, checkpoint=path)
+    return cs.simulate(one_body(), 0.02, 1e-2, checkpoint=path)
+
+
+def _directory_in_use():
+    from conserve import checkpoint
+
+    path = _scratch("busy") / "run"
+    cs.simulate(one_body(), 0.02, 1e-2, checkpoint=path)
+    held = checkpoint._lock(path, "another run")  # as a live run holds it
+    try:
+        return cs.resume(path, one_body())
+    finally:
+        held.close()
+
+
+def _changed_law():
+    def system(gain):
+        b = _plate()
+        return cs.System([b, cs.Torque(b, lambda t, s: gain * jnp.array([1.0, 0.0, 0.0]), name="actuator")])
+
+    path = _scratch("law") / "run"
+    cs.simulate(system(0.05), 0.02, 1e-2, checkpoint=path)
+    return cs.resume(path, system(0.06))
+
+
+def _swapped_piece():
+    path = _scratch("swap") / "run"
+    cs.simulate(one_body(), 0.05, 1e-2, checkpoint=path, checkpoint_every=1)
+    a, b = sorted(path.glob("piece-*.npz"))[2:4]
+    data = a.read_bytes()
+    a.write_bytes(b.read_bytes())
+    b.write_bytes(data)
+    return cs.resume(path, one_body())
+
+
+def _foreign_file():
+    path = _scratch("file") / "run.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a conserve file")
+    return cs.Solution.load(path)
 
 
 #: (what, how it is tried, error type, text the message must contain)
@@ -73,6 +140,27 @@ CASES = [
     ("Newton tolerance out of range", lambda: cs.Newton(tol=2.0), ValueError, "tol"),
     ("Newton failure in a step", _newton_failure, cs.ConvergenceError, "step 0"),
     ("resume without a checkpoint", lambda: cs.resume("no/such/dir"), cs.ModelError, "no/such/dir"),
+    ("a checkpoint directory that holds a run", _existing_run, cs.ModelError, "overwrite=True"),
+    ("a checkpoint directory in use", _directory_in_use, cs.ModelError, "in use"),
+    ("resume with a changed motor or force law", _changed_law, cs.ModelError, "laws"),
+    ("a swapped checkpoint piece", _swapped_piece, cs.FileError, "checksum"),
+    ("a file that is not conserve's", _foreign_file, cs.FileError, "run.npz"),
+    ("force law of the wrong shape", lambda: _force_law(lambda t, s: jnp.array([1.0])), cs.ModelError, "thrust"),
+    ("numpy in a law", lambda: _force_law(lambda t, s: np.array([np.sin(t), 0, 0])), cs.ModelError, "thrust"),
+    ("Python if on a traced value", lambda: _force_law(lambda t, s: jnp.ones(3) if t > 1 else jnp.zeros(3)),
+     cs.ModelError, "thrust"),
+    ("law with the wrong signature", lambda: _force_law(lambda t, s, gain: jnp.zeros(3)), cs.ModelError, "thrust"),
+    ("law returning None", lambda: _force_law(lambda t, s: None), cs.ModelError, "thrust"),
+    ("negative spring rest length", lambda: cs.SpringDamper(cs.ground, body(), points=((0, 0, 0), (1, 0, 0)),
+                                                            rest_length=-1.0, name="spring"), cs.ModelError, "spring"),
+    ("NaN rotor offset", lambda: cs.Rotor("wheel", body(), axis=(0, 0, 1), offset=(0, np.nan, 0), axial_inertia=0.02,
+                                          transverse_inertia=0.012), cs.ModelError, "wheel"),
+    ("infinite spin rate", lambda: cs.Rotor("wheel", body(), axis=(0, 0, 1), axial_inertia=0.02,
+                                            transverse_inertia=0.012, spin_rate=np.inf), cs.ModelError, "wheel"),
+    ("massless rotor as a full body", lambda: cs.Rotor("wheel", body(), axis=(0, 0, 1), axial_inertia=0.02,
+                                                       transverse_inertia=0.012, model="body"),
+     cs.InvalidMass, "wheel"),
+    ("more steps than a run can count", lambda: cs.simulate(one_body(), 1e12, 1e-3), cs.ModelError, "steps"),
 ]
 
 
@@ -84,7 +172,7 @@ def table():
             attempt()
             rows.append(f"| {what} | (none) | |")
         except Exception as err:  # noqa: BLE001 — the point is to show every message
-            message = str(err).replace("|", "\\|").replace("\n", " ")
+            message = str(err).replace(f"{SCRATCH}/", "").replace("|", "\\|").replace("\n", " ")
             rows.append(f"| {what} | `{type(err).__name__}` | {message} |")
     return "\n".join(rows)
 

@@ -71,7 +71,7 @@ def test_version_1_files_still_load(sol, tmp_path):
     np.testing.assert_array_equal(back.substeps, np.ones(len(sol) - 1))
     arrays["meta"] = json.dumps({**meta, "format_version": 99})
     np.savez(tmp_path / "new.npz", **arrays)
-    with pytest.raises(ValueError, match="format version 99"):
+    with pytest.raises(cs.FileError, match="format version 99"):
         cs.Solution.load(tmp_path / "new.npz")
 
 
@@ -103,6 +103,42 @@ def test_csv_columns(sol, tmp_path):
     assert len(data) == len(sol)
     np.testing.assert_allclose(data["total_energy"], sol.energy.total, rtol=1e-15)
     np.testing.assert_allclose(data["topq_w"], sol["top"].quaternion[:, 0], rtol=1e-15)
+
+
+def test_csv_quotes_names_with_commas_and_newlines(tmp_path):
+    """A part named 'arm, "left"\nside' is one quoted column name (before: the header split into
+    three and the rows no longer matched it)."""
+    import csv
+
+    name = 'arm, "left"\nside'
+    body = cs.RigidBody(name, 1.0, (1.0, 1.0, 1.0), velocity=(0.5, 0.0, 0.0))
+    run = cs.simulate(cs.System([body]), 0.03, 1e-2)
+    run.to_csv(tmp_path / "run.csv")
+    with open(tmp_path / "run.csv", newline="") as f:
+        header, *rows = list(csv.reader(f))
+    assert len(rows) == len(run) and all(len(r) == len(header) for r in rows)
+    column = [float(r[header.index(f"{name}.x_x")]) for r in rows]
+    np.testing.assert_array_equal(column, run[name].position[:, 0])
+
+
+def test_summary_reports_the_momenta_the_symmetry_conserves():
+    """A satellite at rest whose wheel momentum the core cancels has J0 at round-off: the drift
+    is reported relative to the size of J's terms (before: relative to J0, 1.6e+01), only for the
+    components the model's symmetry conserves, and says which; the heavy top conserves J·e3 only."""
+    wheel_momentum = 0.02 * 100.0
+    core = cs.RigidBody("core", mass=50.0, inertia=(4.0, 5.0, 6.0), angular_velocity=(0, 0, -wheel_momentum / 6.0))
+    wheel = cs.Rotor("wheel", on=core, axis=(0, 0, 1), axial_inertia=0.02, transverse_inertia=0.012,
+                     axial_momentum=wheel_momentum)
+    run = cs.simulate(cs.System([core, wheel]), 0.2, 1e-2)
+    assert np.linalg.norm(run.angular_momentum[0]) <= 1e-14
+    text = run.summary()
+    line = next(x for x in text.splitlines() if "angular momentum" in x)
+    assert "conserved along all components" in line
+    relative = float(line.split(" of its scale")[0].rsplit("= ", 1)[1])
+    assert relative <= 1e-13
+    top = cs.simulate(HeavyTop().system(), 0.02, 2e-3).summary()
+    assert "angular momentum    conserved along e3 (symmetry under rotation about the origin)" in top
+    assert "linear momentum     not conserved" in top
 
 
 def test_multipliers_are_the_pivot_force(sol):

@@ -140,7 +140,7 @@ def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12):
     q, nu, s, p, theta, e, w = (np.asarray(x) for x in _split(model, jnp.asarray(out.y)))
     H = jax.vmap(lambda qk: null_space(model.tree, model.blocks(qk)))(jnp.asarray(q.T))
     v = np.einsum("nij,jn->ni", np.asarray(H), nu)
-    nodes = State(q.T, v, s.T, p.T, theta.T)
+    nodes = State(q.T, v, s.T, p.T, theta.T, np.zeros_like(q.T))
     stats = {"compile_time": compile_time, "run_time": run_time, "time_per_step": run_time / n,
              "rhs_evaluations": int(out.nfev), "method": method, "rtol": rtol, "atol": atol,
              "unknowns": unknowns(model)}

@@ -24,6 +24,8 @@ solve.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,9 +33,9 @@ import numpy as np
 from ..discrete.newton import newton_solve
 from ..model import loops
 from ..model.assembled import Model, State
-from ..model.tree import configure, null_space, velocities
+from ..model.tree import increments, null_space, velocities
 from ..solution import map_steps
-from .director import advance, equations
+from .director import advance, equations, rotor_weights
 
 
 def unknowns(model: Model) -> int:
@@ -70,16 +72,30 @@ def step(model: Model, state: State, lam, t, h, newton):
         _, at_q0 = jax.vjp(lambda nu: velocities(tree, Q0, nu), jnp.zeros(nd))
         dependent, independent = loops.partition(loop_matrix(q0, q0, lambda g: at_q0(g)[0]))
 
-    def residual(x):
+    def residual(x, magnitudes=False):
         u, lam_c, dp, dtheta = split(x)
-        q1 = configure(tree, Q0, u)
-        r1, r2, r3, r4 = equations(model, state, t, h, q1 - q0, with_cut(lam_c), dp, dtheta)
-        _, project = jax.vjp(lambda nu: velocities(tree, model.blocks(0.5 * (q0 + q1)), nu), jnp.zeros(nd))
+        dq = increments(tree, Q0, u)
+        out = equations(model, state, t, h, dq, with_cut(lam_c), dp, dtheta, magnitudes)
+        (r1, r2, r3, r4), m = out if magnitudes else (out, None)
+        q1, Qm = q0 + dq, model.blocks(q0 + 0.5 * dq)
+        _, project = jax.vjp(lambda nu: velocities(tree, Qm, nu), jnp.zeros(nd))
+        if magnitudes:  # |H2ᵀ| m1 (and |Nᵀ| of it): the projection's terms, in absolute value
+            projector = jnp.abs(null_space(tree, Qm))
+            if len(loop):
+                C = loop_matrix(q0, q1, lambda g: project(g)[0])
+                projector = projector @ jnp.abs(loops.null_basis(C, dependent, independent))
+            r1_size = projector.T @ m[0]
+            return jnp.concatenate([r1_size, m[1][loop], m[1][cut], m[2], m[3]])
         r = project(r1)[0]
         if len(loop):
             C = loop_matrix(q0, q1, lambda g: project(g)[0])
             r = jnp.concatenate([loops.project(C, r, dependent, independent), r2[loop]])
         return jnp.concatenate([r, r2[cut], r3, r4])
+
+    def weights(x):  # minimal increments (angles, slides, translations) by their own size
+        u, lam_c, dp, dtheta = split(x)
+        w_lam = jnp.full_like(lam_c, 1.0 + jnp.max(jnp.abs(lam_c), initial=0.0))
+        return jnp.concatenate([1.0 + jnp.abs(u), w_lam, *rotor_weights(state, dp, dtheta)])
 
     # predictor: u = h ν_n with ν_n the minimal velocities closest to v_n (a root's free spin
     # then turns by exactly cay(h ω), as the midpoint rule does)
@@ -87,9 +103,9 @@ def step(model: Model, state: State, lam, t, h, newton):
     nu0 = jnp.linalg.solve(H0.T @ H0, H0.T @ state.v)
     rates = model.rotor_relative_rates(q0, state.v, state.p)
     x0 = jnp.concatenate([h * nu0, lam[cut], jnp.zeros(nr), h * rates])
-    x, *result = newton_solve(residual, x0, newton, jnp.max(jnp.abs(q0)))
+    x, *result = newton_solve(residual, x0, newton, weights, partial(residual, magnitudes=True))
     u, lam_c, dp, dtheta = split(x)
-    new, info = advance(model, state, t, h, configure(tree, Q0, u) - q0, dp, dtheta, result)
+    new, info = advance(model, state, t, h, increments(tree, Q0, u), dp, dtheta, result)
     return new, with_cut(lam_c), info
 
 

@@ -34,8 +34,9 @@ def subdividing(step, max_subdivisions: int):
     def recovering_step(model, state, lam, t, h, newton):
         def attempt(carry):
             level, _, _, total = carry
-            n_sub = jnp.left_shift(jnp.int32(1), level)
-            hs = h / n_sub
+            n_sub = jnp.left_shift(jnp.int32(1), level)  # sub-steps (int32: max_subdivisions ≤ 30)
+            shrink = n_sub.astype(h.dtype)  # 2^level in floating point (exact): squared, no overflow
+            hs = h / shrink
 
             def sub_step(c):
                 k, sub_state, sub_lam, acc = c
@@ -49,8 +50,8 @@ def subdividing(step, max_subdivisions: int):
             start = total._replace(converged=jnp.bool_(True), work=jnp.zeros_like(total.work),
                                    dissipation=jnp.zeros_like(total.dissipation), substeps=n_sub)
             _, new, new_lam, total = jax.lax.while_loop(
-                lambda c: (c[0] < n_sub) & c[3].converged, sub_step, (jnp.int32(0), state, lam / n_sub**2, start))
-            return level + 1, new, new_lam * n_sub**2, total
+                lambda c: (c[0] < n_sub) & c[3].converged, sub_step, (jnp.int32(0), state, lam / shrink**2, start))
+            return level + 1, new, new_lam * shrink**2, total
 
         shapes = jax.eval_shape(lambda *a: step(*a, newton), model, state, lam, t, h)
         none = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes[2])

@@ -7,24 +7,33 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from ..model.terms import ROUNDOFF
 
 @dataclass(frozen=True)
 class Newton:
     """Options of the Newton iteration of every implicit step.
 
-    A step is accepted when the last correction satisfies
-    ``|δx|∞ ≤ tol · (1 + |x|∞ + scale)`` (x = increments and scaled multipliers; ``scale`` the
-    magnitude of the configuration, ``|q_n|∞``, which sets the round-off floor of the constraint
-    residuals); with quadratic convergence the accepted iterate is then accurate to
-    O(tol²). It is also accepted at the round-off floor: when a full Newton correction neither
-    contracts (``|δx_k| > |δx_{k−1}|/2``) nor reduces the residual (``|r_k| > |r_{k−1}|/2``) and is
-    already below ``√tol · (1 + |x|∞ + scale)``, the equations hold as well as floating point lets
-    them, and what the correction still moves is round-off amplified by an ill-conditioned
-    Newton matrix (on a wind-turbine model with a massive tower 70 m up: the multiplier of the
-    tower's director normalisation, in its 10th digit). Otherwise, after ``max_iterations`` or
-    on a NaN, the step fails.
-    The conservation error of a step is bounded by the Newton residual (tolerance or round-off),
-    not by Δt.
+    Every unknown x_j has a scale w_j > 0 set by the backend (block by block: increments of
+    positions by their own magnitude, 1 + |Δφ|, directors and angles by 1, multipliers by the
+    largest multiplier, 1 + |λ̃|∞), and a step is accepted when the last correction satisfies
+    ``|δx_j| ≤ tol · w_j`` for every j; with quadratic convergence the accepted iterate is then
+    accurate to O(tol²). The scales do not grow with the distance from the origin, so a body in
+    orbit (|φ| ~ 10⁷ m) is converged as tightly as one at the origin.
+
+    A step is also accepted at the round-off floor — the equations hold as well as floating
+    point lets them, and what a correction still moves is round-off amplified by the Newton
+    matrix (a wind-turbine model with a massive tower 70 m up: the multiplier of the tower's
+    director normalisation, in its 10th digit; a joint 10⁷ m from the origin, whose equations
+    hold only to ε·10⁷ m) — when all of these hold: a full Newton correction neither contracts
+    (``|δx_k| > |δx_{k−1}|/2``, scaled) nor reduces the residual (``|r_k| > |r_{k−1}|/2``), it is
+    below ``√tol · w``, and *every* residual row is at its round-off level: |r_i| ≤ ROUNDOFF ·
+    (m_i + Σ_j |J_ij| w_j), m_i the size of the terms row i adds up (x then solves the equations
+    with every term and unknown perturbed by at most ROUNDOFF = 2¹⁰ ε relative,
+    :data:`conserve.model.terms.ROUNDOFF`). A residual above round-off
+    (a force law that jumps, say) is never accepted: the step fails (and is subdivided when
+    ``simulate(..., on_failure="subdivide")``). Otherwise, after ``max_iterations`` or on a NaN,
+    the step fails. The conservation error of a step is bounded by the Newton residual
+    (tolerance or round-off), not by Δt.
 
     Attributes
     ----------
@@ -44,15 +53,24 @@ class Newton:
             raise ValueError(f"Newton: max_iterations must be an integer ≥ 1, got {self.max_iterations!r}.")
 
 
-def newton_solve(residual, x0, options: Newton, scale=0.0):
+def newton_solve(residual, x0, options: Newton, weights, magnitude):
     """Solve residual(x) = 0 from x0: Newton with the Jacobian from ``jax.jacfwd`` and dense LU.
 
     Each iteration evaluates the residual r(x) and first tries the chord correction
     δ = −J_old⁻¹ r with the last LU factors (a back-substitution): if it is below the tolerance
     (see :class:`Newton`) the step is accepted with it, which saves the Jacobian that a plain
     "last correction is small" test spends only to confirm convergence. Otherwise a full Newton
-    correction with a fresh Jacobian follows (and is itself accepted if small). ``scale`` (≥ 0)
-    enters the tolerance.
+    correction with a fresh Jacobian follows (and is itself accepted if small, or at the
+    round-off floor).
+
+    Parameters
+    ----------
+    residual : x (n,) -> r (n,)
+    x0 : (n,) initial guess
+    options : :class:`Newton`
+    weights : x (n,) -> w (n,) > 0, the scale of each unknown (see :class:`Newton`)
+    magnitude : x (n,) -> m (n,) ≥ 0, the size of the terms each row of r adds up (its round-off
+        level is ROUNDOFF · m); evaluated only when Newton stalls
 
     Returns
     -------
@@ -67,8 +85,8 @@ def newton_solve(residual, x0, options: Newton, scale=0.0):
         return x0, jnp.int32(0), jnp.bool_(True), jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     jac = jax.jacfwd(residual)
 
-    def bound(x_new, factor=1.0):
-        return factor * (1.0 + jnp.max(jnp.abs(x_new)) + scale)
+    def size(dx, x_new):  # max_j |δx_j| / w_j
+        return jnp.max(jnp.abs(dx) / weights(x_new))
 
     def body(carry):
         x, lu, k, _, history, last_dx = carry
@@ -76,16 +94,19 @@ def newton_solve(residual, x0, options: Newton, scale=0.0):
         r_norm = jnp.max(jnp.abs(r))
         history = history.at[k].set(r_norm)
         chord = jax.scipy.linalg.lu_solve(lu, -r)
-        chord_ok = (k > 0) & (jnp.max(jnp.abs(chord)) <= bound(x + chord, options.tol))
+        chord_ok = (k > 0) & (size(chord, x + chord) <= options.tol)
 
         def newton(_):
-            lu_new = jax.scipy.linalg.lu_factor(jac(x))
+            J = jac(x)
+            lu_new = jax.scipy.linalg.lu_factor(J)
             dx = jax.scipy.linalg.lu_solve(lu_new, -r)
-            dx_norm = jnp.max(jnp.abs(dx))
-            small = dx_norm <= bound(x + dx, options.tol)
-            floor = ((k > 0) & (dx_norm > 0.5 * last_dx) & (r_norm > 0.5 * history[jnp.maximum(k - 1, 0)])
-                     & (dx_norm <= bound(x + dx, jnp.sqrt(options.tol))))
-            return x + dx, lu_new, small | floor, dx_norm
+            dx_size = size(dx, x + dx)
+            small = dx_size <= options.tol
+            stalled = ((k > 0) & (dx_size > 0.5 * last_dx) & (r_norm > 0.5 * history[jnp.maximum(k - 1, 0)])
+                       & (dx_size <= jnp.sqrt(options.tol)))
+            at_roundoff = lambda _: jnp.all(jnp.abs(r) <= ROUNDOFF * (magnitude(x) + jnp.abs(J) @ weights(x)))  # noqa: E731
+            floor = jax.lax.cond(stalled, at_roundoff, lambda _: jnp.bool_(False), None)
+            return x + dx, lu_new, small | floor, dx_size
 
         x_new, lu, done, last_dx = jax.lax.cond(chord_ok, lambda _: (x + chord, lu, True, last_dx), newton, None)
         return x_new, lu, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx

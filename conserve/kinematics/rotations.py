@@ -141,9 +141,23 @@ def cayley(x):
     return jnp.stack([solve3(eye - X, B[..., :, j]) for j in range(3)], axis=-1)
 
 
+def cayley_increment(x):
+    """cay(x) − I = 2 (I − ½x̂)⁻¹ ½x̂ for x (..., 3), formed without the cancellation of
+    cay(x) − I: a small turn keeps its relative accuracy (the reduced backend's increments)."""
+    X = 0.5 * skew(x)
+    eye = jnp.broadcast_to(jnp.eye(3), X.shape)
+    return jnp.stack([solve3(eye - X, 2.0 * X[..., :, j]) for j in range(3)], axis=-1)
+
+
 def nearest_rotation(X):
     """The rotation nearest to X (3, 3), for X within round-off of one: one Newton step of the
     polar decomposition, X ← ½ (X + X⁻ᵀ), which removes a symmetric error S of X = (I + S) R
     to O(|S|²). Keeps chained products of rotations from accumulating round-off."""
+    return X + rotation_correction(X)
+
+
+def rotation_correction(X):
+    """N(X) − X = ½ (X⁻ᵀ − X) (3, 3): the step of :func:`nearest_rotation`, a round-off-sized
+    matrix computed without cancelling X."""
     cof = jnp.stack([jnp.cross(X[1], X[2]), jnp.cross(X[2], X[0]), jnp.cross(X[0], X[1])])
-    return 0.5 * (X + cof / jnp.dot(X[0], cof[0]))
+    return 0.5 * (cof / jnp.dot(X[0], cof[0]) - X)

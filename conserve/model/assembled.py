@@ -27,14 +27,18 @@ from .terms import BodyState, Configuration, RotorState, midpoint_state
 
 class State(NamedTuple):
     """The state at one time node: coordinates q (n_q,), velocities v (n_q,), joint coordinates
-    s (n_s,), and per hybrid rotor its axial angular momentum p (n_r,) in kg m²/s and spin angle
-    theta (n_r,) in rad relative to its master."""
+    s (n_s,), per hybrid rotor its axial angular momentum p (n_r,) in kg m²/s and spin angle
+    theta (n_r,) in rad relative to its master, and q_low (n_q,), the low-order part of the
+    coordinates: the configuration the steps have reached is q + q_low, |q_low| ≤ ulp(q)/2
+    (compensated summation of the updates, see :func:`conserve.backends.director.advance`;
+    zeros at the start; carried by runs and checkpoints, not kept in a Solution)."""
 
     q: jax.Array
     v: jax.Array
     s: jax.Array
     p: jax.Array
     theta: jax.Array
+    q_low: jax.Array
 
 
 #: Levi-Civita symbol ε_ijk.
@@ -110,6 +114,10 @@ class Model:
         """M v, (n_q,)."""
         return (self.mu @ v.reshape(-1, 3)).ravel()
 
+    def mass_magnitude(self, v):
+        """|M| |v| (n_q,): the size of the terms of M v."""
+        return (jnp.abs(self.mu) @ jnp.abs(v.reshape(-1, 3))).ravel()
+
     def kinetic_energy(self, v, p):
         """T = ½ vᵀ M' v + Σ_k p_k² / (2 J_a,k) in J (rotor-scheme.md §4)."""
         return 0.5 * v @ self.mass_times(v) + jnp.sum(0.5 * p**2 / self.rotor_params["axial_inertia"])
@@ -131,6 +139,15 @@ class Model:
     def linear_momentum(self, v):
         """L = Σ_a t_a (M v)_a over translational blocks a, in kg m/s (3,)."""
         return self.translational @ self.mass_times(v).reshape(-1, 3)
+
+    def momentum_scales(self, q, v, p):
+        """(Σ_a |q_a| |(M' v)_a| + Σ_k |p_k| |ã_k|, Σ_a t_a |(M v)_a|): the size of the terms that
+        make up the angular momentum about the origin (kg m²/s) and the linear momentum (kg m/s),
+        the scales their round-off and drift are measured against."""
+        Mv = jnp.linalg.norm(self.mass_times(v).reshape(-1, 3), axis=1)
+        J = jnp.linalg.norm(q.reshape(-1, 3), axis=1) @ Mv
+        J = J + jnp.abs(p) @ jnp.linalg.norm(self.rotor_axes(q), axis=1) if self.n_rotors else J
+        return J, self.translational @ Mv
 
     def angular_momentum(self, q, v, p):
         """J = Σ_a q_a × (M' v)_a + Σ_k p_k ã_k(q) about the origin, in kg m²/s (3,)
@@ -227,16 +244,24 @@ class Model:
         """The :class:`Configuration` constraint kinds see: blocks, rotor spin angles, joint coordinates."""
         return Configuration(self.blocks(q), theta, s)
 
-    def all_constraints(self, q, theta, s):
-        """g(q, θ, s) with every row, kind by kind, element-major within a kind (monitoring)."""
+    def all_constraints(self, q, theta, s, field="residual"):
+        """g(q, θ, s) with every row, kind by kind, element-major within a kind (monitoring);
+        ``field="magnitude"``: the size of the terms each row adds up (its round-off is ε times it)."""
         C = self.configuration(q, theta, s)
-        rows = [k.residual(p, C).ravel() for k, p in zip(self.constraint_kinds, self.constraint_params)]
+        rows = [getattr(k, field)(p, C).ravel() for k, p in zip(self.constraint_kinds, self.constraint_params)]
         return jnp.concatenate(rows) if rows else jnp.zeros((0,), q.dtype)
 
     def constraints(self, q, theta, s):
         """g(q, θ, s) restricted to the kept rows, (n_c,)."""
-        g = self.all_constraints(q, theta, s)
-        return g if self._all_kept else g[np.asarray(self.constraint_keep, dtype=np.int64)]
+        return self._kept(self.all_constraints(q, theta, s))
+
+    def constraint_magnitudes(self, q, theta, s):
+        """(n_c,) the size of the terms of each kept row of g (m for points, 1 for directors, …):
+        its round-off level is ε times it, whatever the distance from the origin."""
+        return self._kept(self.all_constraints(q, theta, s, "magnitude"))
+
+    def _kept(self, rows):
+        return rows if self._all_kept else rows[np.asarray(self.constraint_keep, dtype=np.int64)]
 
     def initial_constraints(self, q, theta):
         """g(q, θ, s(q)) with the joint coordinates computed from q: for the checks at assembly,

@@ -18,10 +18,13 @@ from .terms import DirectorOrthonormality, Term
 INERTIA_TOL = 1e-12
 
 
-def _vector(name, what, value):
-    v = np.asarray(value, dtype=float)
+def _vector(name, what, value, kind="part"):
+    try:
+        v = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        v = np.full(1, np.nan)
     if v.shape != (3,) or not np.all(np.isfinite(v)):
-        raise ModelError(f"part '{name}': {what} must be 3 finite numbers, got {value!r}.")
+        raise ModelError(f"{kind} '{name}': {what} must be 3 finite numbers, got {value!r}.")
     return v
 
 
@@ -31,10 +34,17 @@ def _check_name(name):
     return name
 
 
-def _check_mass(name, mass):
-    m = float(mass)
-    if not np.isfinite(m) or m <= 0:
-        raise InvalidMass(f"body '{name}': mass must be positive and finite, got {mass!r} kg.")
+def _check_mass(name, mass, allow_zero=False):
+    """The mass in kg, positive and finite (≥ 0 with ``allow_zero``: a hybrid rotor whose mass the
+    master carries)."""
+    try:
+        m = float(mass)
+    except (TypeError, ValueError):
+        m = float("nan")
+    if not np.isfinite(m) or m < 0 or (m == 0 and not allow_zero):
+        kind, bound = ("rotor", "≥ 0") if allow_zero else ("body", "positive")
+        raise InvalidMass(f"{kind} '{name}': mass must be {bound} and finite, "
+                          f"got {mass!r} kg.")
     return m
 
 

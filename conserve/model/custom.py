@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+import numpy as np
+
 from ..errors import ModelError
 from ..kinematics.frames import Frame
+from .laws import FRAME, Law
 from .bodies import Ground, Part
 from .terms import Term, UserConstraint, UserPotential
 
@@ -46,7 +49,21 @@ class Constraint:
     def __init__(self, parts, residual, rows, *, invariants=None, name="constraint"):
         self.name = name
         self._parts = _check_parts(name, parts)
+        if not (isinstance(rows, (int, np.integer)) and rows >= 1):
+            raise ModelError(f"'{name}': rows must be the number of equations, an integer ≥ 1, got {rows!r}.")
         self.rows = int(rows)
+        for what, fn in (("residual", residual), ("invariants", invariants)):
+            if fn is not None and not callable(fn):
+                raise ModelError(f"'{name}': {what} must be a function, got {fn!r}.")
+        frames = (FRAME,) * len(self._parts)
+        returns = f"({self.rows},) residuals"
+        if invariants is None:
+            self._laws = [Law("residual", residual, "residual(*frames), one Frame (position, directors) per part",
+                              frames, (self.rows,), returns)]
+        else:
+            self._laws = [Law("invariants", invariants, "invariants(*frames), one Frame per part", frames, None,
+                              "(k,) invariants quadratic in the coordinates"),
+                          Law("residual", residual, "residual(pi), pi the invariants", None, (self.rows,), returns)]
         if invariants is None:
             n = len(self._parts)
 
@@ -60,6 +77,9 @@ class Constraint:
 
     def parts(self):
         return tuple(p for p in self._parts if not isinstance(p, Ground))
+
+    def laws(self):
+        return self._laws
 
     def terms(self, layout):
         return [Term(self.kind, {"frames": [layout.frame(p) for p in self._parts]}, self.name)]
@@ -75,10 +95,19 @@ class Potential:
     def __init__(self, parts, invariants, energy, *, name="potential"):
         self.name = name
         self._parts = _check_parts(name, parts)
+        for what, fn in (("invariants", invariants), ("energy", energy)):
+            if not callable(fn):
+                raise ModelError(f"'{name}': {what} must be a function, got {fn!r}.")
+        self._laws = [Law("invariants", invariants, "invariants(*frames), one Frame per part",
+                          (FRAME,) * len(self._parts), None, "(k,) invariants quadratic in the coordinates"),
+                      Law("energy", energy, "energy(pi), pi the invariants", None, (), "a scalar energy in J")]
         self.kind = UserPotential(invariants, energy)
 
     def parts(self):
         return tuple(p for p in self._parts if not isinstance(p, Ground))
+
+    def laws(self):
+        return self._laws
 
     def terms(self, layout):
         return [Term(self.kind, {"frames": [layout.frame(p) for p in self._parts]}, self.name)]

@@ -17,6 +17,7 @@ from .bodies import Ground, PointMass, RigidBody
 from .coordinates import CoordinateElement, Length
 from .joints import Joint
 from .terms import CentralGravity as CentralGravityKind
+from .laws import BODY, SCALAR, Law, as_array
 from .terms import Load, Term, UniformGravity
 
 
@@ -94,15 +95,22 @@ class CentralGravity(_Field):
         return {"mu": self.mu}
 
 
-def _load_function(name, what, value):
-    """(callable(t, state) or None, constant (3,))."""
+def _load_function(name, what, value, axes):
+    """(callable(t, state) or None, constant (3,), the user's :class:`Law` or None)."""
     if value is None:
-        return None, np.zeros(3)
+        return None, np.zeros(3), None
     if callable(value):
-        n_args = len(inspect.signature(value).parameters)
-        fn = value if n_args >= 2 else (lambda t, state, f=value: f(t))
-        return fn, np.zeros(3)
-    return None, _vec3(name, what, value)
+        try:
+            with_state = len(inspect.signature(value).parameters) >= 2
+        except (TypeError, ValueError):  # no signature to read (a builtin): assume (t, state)
+            with_state = True
+        returns = f"a (3,) {what} in {'N' if what == 'force' else 'N m'} ({axes} axes)"
+        law = (Law(f"{what} law", value, f"{what}(t, state) with state.position, .velocity, .rotation, "
+                   ".angular_velocity of the part at t_{n+½}", (SCALAR, BODY), (3,), returns) if with_state else
+               Law(f"{what} law", value, f"{what}(t)", (SCALAR,), (3,), returns))
+        fn = value if with_state else (lambda t, state, f=value: f(t))
+        return as_array(fn), np.zeros(3), law
+    return None, _vec3(name, what, value), None
 
 
 class Force:
@@ -128,8 +136,10 @@ class Force:
         if torque is not None and isinstance(part, PointMass):
             raise ModelError(f"'{self.name}': a point mass cannot take a torque.")
         self.part = part
-        self._force_fn, self._force = _load_function(self.name, "force", force)
-        self._torque_fn, self._torque = _load_function(self.name, "torque", torque)
+        axes = "body" if frame == "body" else "inertial"
+        self._force_fn, self._force, force_law = _load_function(self.name, "force", force, axes)
+        self._torque_fn, self._torque, torque_law = _load_function(self.name, "torque", torque, axes)
+        self._laws = [law for law in (force_law, torque_law) if law is not None]
         if at is not None and at_body is not None:
             raise ModelError(f"'{self.name}': give at= (world) or at_body=, not both.")
         self._at = part.body_point(_vec3(self.name, "at", at)) if at is not None else (
@@ -138,6 +148,9 @@ class Force:
 
     def parts(self):
         return (self.part,)
+
+    def laws(self):
+        return self._laws
 
     def terms(self, layout):
         p = {"frame": layout.frame(self.part), "at": self._at, "force": self._force, "torque": self._torque}
@@ -154,11 +167,17 @@ class _CoordinateForce:
 
     def __init__(self, name, stiffness, damping, rest, motor):
         self.name = name
-        self.stiffness, self.damping, self.rest = float(stiffness), float(damping), rest
+        self.stiffness, self.damping = _real(name, "stiffness", stiffness), _real(name, "damping", damping)
         for what, v in (("stiffness", self.stiffness), ("damping", self.damping)):
             if not (v >= 0 and np.isfinite(v)):
                 raise ModelError(f"'{name}': {what} must be ≥ 0 and finite, got {v}.")
+        self.rest = _real(name, "rest", rest)
+        if not np.isfinite(self.rest):
+            raise ModelError(f"'{name}': the rest position must be finite, got {rest!r}.")
         self.motor = motor
+
+    def laws(self):
+        return []
 
     def _term(self, geometry, params):
         params = {**params, "stiffness": self.stiffness, "damping": self.damping, "rest": float(self.rest)}
@@ -188,6 +207,10 @@ class SpringDamper(_CoordinateForce):
             raise ModelError(f"'{name}': its two points coincide at the start, so the line of action (the spring's "
                              "direction) is undefined; attach it at points apart, or use a Spherical joint "
                              "for a rigid link of zero length.")
+        if rest_length is not None:
+            rest_length = _real(name, "rest_length", rest_length)
+            if not (rest_length >= 0 and np.isfinite(rest_length)):
+                raise ModelError(f"'{name}': rest_length must be ≥ 0 and finite (a length in m), got {rest_length!r}.")
         super().__init__(name, stiffness, damping, length if rest_length is None else rest_length, None)
 
     def parts(self):
@@ -240,9 +263,28 @@ class JointMotor(_OnJoint):
     def __init__(self, joint, law, *, coordinate=None, name=None):
         if not callable(law):
             raise ModelError(f"JointMotor on '{joint.name}': law must be a function (t, s, s_dot) -> torque.")
-        if len(inspect.signature(law).parameters) < 4:
-            law = _ignore_state(law)
-        super().__init__(joint, coordinate, name or f"motor on {joint.name}", 0.0, 0.0, 0.0, law)
+        try:
+            with_state = len(inspect.signature(law).parameters) >= 4
+        except (TypeError, ValueError):  # no signature to read (a builtin): assume the full one
+            with_state = True
+        args = (SCALAR, SCALAR, SCALAR, BODY) if with_state else (SCALAR, SCALAR, SCALAR)
+        signature = "law(t, s, s_dot, a_state)" if with_state else "law(t, s, s_dot)"
+        super().__init__(joint, coordinate, name or f"motor on {joint.name}", 0.0, 0.0, 0.0,
+                         as_array(law if with_state else _ignore_state(law)))
+        unit = "N m" if self.coordinate == "angle" else "N"
+        what = "torque" if unit == "N m" else "force"
+        self._law = Law("motor law", law, signature + " with the joint's " + self.coordinate + " s and rate s_dot "
+                        "at t_{n+½}", args, (), f"a scalar: the motor's {what} in {unit}")
+
+    def laws(self):
+        return [self._law]
+
+
+def _real(name, what, value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"'{name}': {what} must be a number, got {value!r}.") from None
 
 
 def _ignore_state(law):

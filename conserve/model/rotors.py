@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidInertia, ModelError
-from .bodies import Ground, RigidBody, _check_mass, _check_name
+from ..errors import InvalidInertia, InvalidMass, ModelError
+from .bodies import Ground, RigidBody, _check_mass, _check_name, _vector
+from .laws import ROTOR, SCALAR, Law, as_array
 from .forces import JointMotor, JointSpringDamper
 from .joints import Joint, Revolute
 from .coordinates import CoordinateElement, Length
@@ -24,6 +25,16 @@ from .terms import Rope as RopeKind
 
 #: Relative tolerance of the axisymmetry and balance checks.
 ROTOR_TOL = 1e-9
+
+
+def _scalar(name, what, value):
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if not np.isfinite(x):
+        raise ModelError(f"rotor '{name}': {what} must be a finite number, got {value!r}.")
+    return x
 
 
 def _unit(name, what, v):
@@ -76,11 +87,16 @@ class Rotor:
             raise ModelError(f"rotor '{name}': model must be 'hybrid' or 'body', got {model!r}.")
         self.master, self.model = on, model
         self.axis = _unit(name, "axis", axis)
-        self.offset = np.asarray(offset, float)
-        self.mass = _check_mass(name, mass)
+        self.offset = _vector(name, "offset", offset, "rotor")
+        self.mass = _check_mass(name, mass, allow_zero=True)
+        if model == "body" and self.mass == 0:
+            raise InvalidMass(f"rotor '{name}': model='body' builds a rigid body, which needs a positive mass; give "
+                              "mass= (a massless balanced rotor is modelled with model='hybrid').")
         a = self.axis
         if inertia is not None:
             J = np.asarray(inertia, float)
+            if J.shape != (3, 3) or not np.all(np.isfinite(J)):
+                raise InvalidInertia(f"rotor '{name}': inertia must be a finite 3x3 tensor in kg m², got {inertia!r}.")
             axial = a @ J @ a
             transverse = 0.5 * (np.trace(J) - axial)
             symmetric = transverse * (np.eye(3) - np.outer(a, a)) + axial * np.outer(a, a)
@@ -95,9 +111,9 @@ class Rotor:
         if axial_inertia is None or transverse_inertia is None:
             raise InvalidInertia(f"rotor '{name}': give axial_inertia= and transverse_inertia= (or inertia=).")
         self.axial_inertia, self.transverse_inertia = float(axial_inertia), float(transverse_inertia)
-        if not (self.axial_inertia > 0 and self.transverse_inertia > 0):
-            raise InvalidInertia(f"rotor '{name}': inertias must be positive, got axial {self.axial_inertia}, "
-                                 f"transverse {self.transverse_inertia} kg m².")
+        if not all(0 < J < np.inf for J in (self.axial_inertia, self.transverse_inertia)):
+            raise InvalidInertia(f"rotor '{name}': inertias must be positive and finite, got axial "
+                                 f"{self.axial_inertia}, transverse {self.transverse_inertia} kg m².")
         if self.axial_inertia > 2 * self.transverse_inertia * (1 + ROTOR_TOL):
             raise InvalidInertia(
                 f"rotor '{name}': axial inertia {self.axial_inertia:g} > 2 × transverse {self.transverse_inertia:g} "
@@ -105,7 +121,7 @@ class Rotor:
         self.inertia = J if J is not None else (self.transverse_inertia * (np.eye(3) - np.outer(a, a))
                                                 + self.axial_inertia * np.outer(a, a))
         if center_of_mass is not None:
-            r = np.asarray(center_of_mass, float) - self.offset
+            r = _vector(name, "center_of_mass", center_of_mass, "rotor") - self.offset
             off_axis = np.linalg.norm(r - (r @ a) * a)
             if model == "hybrid" and off_axis > ROTOR_TOL * (1 + np.linalg.norm(self.offset)):
                 raise ModelError(
@@ -113,19 +129,26 @@ class Rotor:
                     "requires a balanced rotor (use model='body' for an unbalanced one).")
         omega_a = self.master.angular_velocity @ self.master.world_vector(a)
         if axial_momentum is not None:
-            self.spin_rate = float(axial_momentum) / self.axial_inertia - omega_a
+            self.spin_rate = _scalar(name, "axial_momentum", axial_momentum) / self.axial_inertia - omega_a
         else:
-            self.spin_rate = float(spin_rate)
+            self.spin_rate = _scalar(name, "spin_rate", spin_rate)
         self.axial_momentum = self.axial_inertia * (omega_a + self.spin_rate)
         if motor is not None and not callable(motor):
             raise ModelError(f"rotor '{name}': motor must be a function law(t, rotor) -> torque.")
-        self.motor = motor
+        self.motor = None if motor is None else as_array(motor)
+        self._law = None if motor is None else Law(
+            "motor law", motor, "motor(t, rotor) with rotor.angle, rotor.rate (relative to the master) and "
+            "rotor.master (position, velocity, rotation, angular_velocity) at t_{n+½}", (SCALAR, ROTOR), (),
+            "a scalar: the motor torque in N m on the rotor about its axis")
         self.friction = float(friction)
         if not (self.friction >= 0 and np.isfinite(self.friction)):
             raise ModelError(f"rotor '{name}': friction must be ≥ 0, got {friction!r}.")
 
     def __repr__(self):
         return f"Rotor({self.name!r}, model={self.model!r})"
+
+    def laws(self):
+        return [] if self._law is None else [self._law]
 
     # --- hybrid model: consumed by assembly --------------------------------------------
     def parts(self):

@@ -19,14 +19,17 @@ import scipy.linalg
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .bodies import Ground, Part
+from .laws import check_all
 from .rotors import Rotor
-from .terms import of_coordinates_alone, stack_terms
+from .terms import ROUNDOFF, of_coordinates_alone, stack_terms
 from .tree import Tree, spanning_tree
 
-#: Largest accepted initial constraint residual, relative to 1 + max|q0| (m for joints, 1 for
-#: director constraints); orientations are projected onto rotations, so this is about joints.
+#: Largest accepted initial constraint residual |g_i| is POSITION_TOL + ROUNDOFF · m_i (m for
+#: joints, 1 for director constraints), with m_i the size of the terms of the equation (|x_a| +
+#: |x_b| for two points, so a joint 10⁷ m from the origin is judged by its round-off, ~1e-9 m, not
+#: by 10⁷ × 1e-10); orientations are projected onto rotations, so this is about joints.
 POSITION_TOL = 1e-10
-#: Largest accepted initial velocity-constraint residual |G v0|, relative to 1 + max|v0|.
+#: Largest accepted initial velocity-constraint residual |(G v0)_i|, relative to 1 + (|G| |v0|)_i.
 VELOCITY_TOL = 1e-9
 #: A row is dependent when its component orthogonal to the rows kept before it is below
 #: RANK_TOL times its norm.
@@ -195,6 +198,8 @@ class System:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ModelError(f"System: the names {dup} are used more than once; names must be unique.")
+        for e in [*self.body_rotors, *others]:  # user laws, before anything is traced
+            check_all(e.name, e.laws() if hasattr(e, "laws") else ())
         offsets, o = {}, 0
         for p in parts:
             offsets[p.name] = o
@@ -247,7 +252,7 @@ class System:
         q0 = jnp.asarray(np.concatenate([p.initial_blocks().ravel() for p in parts]))
         v0 = jnp.asarray(np.concatenate([p.initial_rates().ravel() for p in parts]))
         state = State(q0, v0, model.coordinate_values(q0), jnp.asarray([r.axial_momentum for r in rotors]),
-                      jnp.zeros(len(rotors)))
+                      jnp.zeros(len(rotors)), jnp.zeros_like(q0))
         spin_rates = np.array([r.spin_rate for r in rotors])
         keep = [int(i) for i in _check_constraints(model, layout, state, spin_rates, row_priority, redundant)]
         # kept rows by role in the reduced step: the tree's (eliminated by H2), the other quadratic
@@ -321,20 +326,21 @@ def _check_constraints(model: Model, layout: Layout, state: State, spin_rates, r
         return np.arange(0)
     g = np.asarray(model.initial_constraints(state.q, state.theta))
     G = np.hstack([np.asarray(x) for x in jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta)])
-    tol = POSITION_TOL * (1.0 + np.max(np.abs(state.q)))
-    for owner, rows in _rows_by_owner(layout, np.abs(g)).items():
-        worst = max(v for _, v in rows)
-        if not worst <= tol:  # also catches NaN
-            detail = ", ".join(f"{r}: {v:.3g}" for r, v in rows if not v <= tol)
+    s0 = model.coordinate_values(state.q)
+    tol = POSITION_TOL + ROUNDOFF * np.asarray(model.all_constraints(state.q, state.theta, s0, "magnitude"))
+    for owner, rows in _rows_by_owner(layout, zip(np.abs(g), tol)).items():
+        if not all(gap <= t for _, (gap, t) in rows):  # also catches NaN
+            worst = max(gap for _, (gap, _) in rows)
+            detail = ", ".join(f"{r}: {gap:.3g}" for r, (gap, t) in rows if not gap <= t)
             raise InconsistentInitialState(
                 f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
                 "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
                 "from which both body points are computed).")
     velocities = np.concatenate([np.asarray(state.v), spin_rates])
-    vscale = 1.0 + np.max(np.abs(velocities))
-    for owner, rows in _rows_by_owner(layout, G @ velocities).items():
-        vals = np.array([v for _, v in rows])
-        if not np.max(np.abs(vals)) <= VELOCITY_TOL * vscale:
+    vtol = VELOCITY_TOL * (1.0 + np.abs(G) @ np.abs(velocities))
+    for owner, rows in _rows_by_owner(layout, zip(G @ velocities, vtol)).items():
+        if not all(abs(rate) <= t for _, (rate, t) in rows):
+            vals = np.array([rate for _, (rate, _) in rows])
             raise InconsistentInitialState(
                 f"'{owner}': the initial velocities violate its constraint: d/dt of "
                 f"({', '.join(r for r, _ in rows)}) = {np.array2string(vals, precision=6)}; give velocities "

@@ -7,7 +7,10 @@ element axis, so each kind is evaluated by one vectorised call however many elem
 
 Families (Q is the extended block array (m, 3) of ``conserve.kinematics.frames``):
 
-- constraint kinds: ``residual(p, Q) -> (n, rows)``. The built-in ones are quadratic in the
+- constraint kinds: ``residual(p, Q) -> (n, rows)`` and ``magnitude(p, Q) -> (n, rows)``, the
+  size of the terms each row adds up (the row's round-off is ε times it: Newton's round-off
+  floor and the initial-state check use it, so a joint 10⁷ m from the origin is judged by
+  ε·10⁷ m, not by 1). The built-in ones are quadratic in the
   coordinates (and in θ or s where they declare ``reads_spin_angles`` or
   ``reads_coordinates``), so the midpoint Jacobian G(q_{n+½}) is an exact discrete derivative
   (DESIGN §4). A kind with ``invariants(p, Q)`` and ``outer(p_e, pi_e)`` (g = outer(π)) gets
@@ -30,7 +33,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..kinematics.frames import frames_of, material_point, material_vector
+from ..kinematics.frames import frames_of, material_point, material_vector, point_magnitude, vector_magnitude
+
+
+#: A residual row is at its round-off floor when |r_i| ≤ ROUNDOFF · m_i, with m_i the size of the
+#: terms the row adds up (the sum of their absolute values; constraint kinds give it as
+#: ``magnitude``): a componentwise backward error, after Oettli and Prager. 2¹⁰ ε leaves room for
+#: rows that add up tens of terms. Used by Newton's round-off floor (:class:`conserve.Newton`)
+#: and by the check of the initial state at assembly.
+ROUNDOFF = 1024 * float(np.finfo(np.float64).eps)
 
 
 @dataclass
@@ -78,6 +89,13 @@ class DirectorOrthonormality:
         return jnp.stack([0.5 * (g[:, 0, 0] - 1.0), 0.5 * (g[:, 1, 1] - 1.0), 0.5 * (g[:, 2, 2] - 1.0),
                           g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], axis=1)
 
+    @staticmethod
+    def magnitude(p, Q):
+        d = jnp.abs(Q[p["frame"][:, 1:]])
+        g = jnp.einsum("nik,njk->nij", d, d)
+        return jnp.stack([0.5 * (g[:, 0, 0] + 1.0), 0.5 * (g[:, 1, 1] + 1.0), 0.5 * (g[:, 2, 2] + 1.0),
+                          g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], axis=1)
+
 
 class PointCoincidence:
     """Two material points coincide: x_A − x_B = 0 (Thompson's spherical constraint). Linear.
@@ -91,6 +109,10 @@ class PointCoincidence:
     @staticmethod
     def residual(p, Q):
         return material_point(Q, p["frame_a"], p["at_a"]) - material_point(Q, p["frame_b"], p["at_b"])
+
+    @staticmethod
+    def magnitude(p, Q):
+        return point_magnitude(Q, p["frame_a"], p["at_a"]) + point_magnitude(Q, p["frame_b"], p["at_b"])
 
 
 class VectorDot:
@@ -108,6 +130,12 @@ class VectorDot:
         w = material_vector(Q, p["frame_b"], p["w"])
         return (jnp.sum(u * w, axis=1) - p["c"])[:, None]
 
+    @staticmethod
+    def magnitude(p, Q):
+        u = vector_magnitude(Q, p["frame_a"], p["u"])
+        w = vector_magnitude(Q, p["frame_b"], p["w"])
+        return (jnp.sum(u * w, axis=1) + jnp.abs(p["c"]))[:, None]
+
 
 class PointOffset:
     """u_A · (x_B − x_A) = c: B's point stays in a plane of A normal to the body vector u.
@@ -124,6 +152,12 @@ class PointOffset:
         r = material_point(Q, p["frame_b"], p["at_b"]) - material_point(Q, p["frame_a"], p["at_a"])
         return (jnp.sum(u * r, axis=1) - p["c"])[:, None]
 
+    @staticmethod
+    def magnitude(p, Q):
+        u = vector_magnitude(Q, p["frame_a"], p["u"])
+        r = point_magnitude(Q, p["frame_b"], p["at_b"]) + point_magnitude(Q, p["frame_a"], p["at_a"])
+        return (jnp.sum(u * r, axis=1) + jnp.abs(p["c"]))[:, None]
+
 
 class Distance:
     """½(|x_A − x_B|² − L²) = 0: two material points at fixed distance L (massless rod).
@@ -137,6 +171,11 @@ class Distance:
     def residual(p, Q):
         r = material_point(Q, p["frame_a"], p["at_a"]) - material_point(Q, p["frame_b"], p["at_b"])
         return 0.5 * (jnp.sum(r * r, axis=1) - p["length"] ** 2)[:, None]
+
+    @staticmethod
+    def magnitude(p, Q):
+        r = point_magnitude(Q, p["frame_a"], p["at_a"]) + point_magnitude(Q, p["frame_b"], p["at_b"])
+        return 0.5 * (jnp.sum(r * r, axis=1) + p["length"] ** 2)[:, None]
 
 
 class Rope:
@@ -155,6 +194,12 @@ class Rope:
         r = material_point(C, p["frame_a"], p["at_a"]) - material_point(C, p["frame_b"], p["at_b"])
         L = p["length"] + p["radius"] * (C.theta[p["rotor"]] - p["theta0"])
         return 0.5 * (jnp.sum(r * r, axis=1) - L**2)[:, None]
+
+    @staticmethod
+    def magnitude(p, C):
+        r = point_magnitude(C, p["frame_a"], p["at_a"]) + point_magnitude(C, p["frame_b"], p["at_b"])
+        L = jnp.abs(p["length"]) + jnp.abs(p["radius"]) * (jnp.abs(C.theta[p["rotor"]]) + jnp.abs(p["theta0"]))
+        return 0.5 * (jnp.sum(r * r, axis=1) + L**2)[:, None]
 
 
 class CoordinateRelation:
@@ -176,6 +221,10 @@ class CoordinateRelation:
     @staticmethod
     def residual(p, C):
         return (jnp.sum(p["coefficients"] * C.s[p["coordinates"]], axis=1) - p["value"])[:, None]
+
+    @staticmethod
+    def magnitude(p, C):
+        return (jnp.sum(jnp.abs(p["coefficients"] * C.s[p["coordinates"]]), axis=1) + jnp.abs(p["value"]))[:, None]
 
 
 def of_coordinates_alone(kind) -> bool:
@@ -208,6 +257,11 @@ class UserConstraint:
 
     def residual(self, p, Q):
         return jax.vmap(lambda pe, pi: self.outer(pe, pi))(p, self.invariants(p, Q))
+
+    def magnitude(self, p, Q):
+        """The user's function is opaque: 1 + the largest coordinate of its parts, per row."""
+        size = jax.vmap(lambda f: 1.0 + jnp.max(jnp.abs(Q[f])))(p["frames"])
+        return jnp.broadcast_to(size[:, None], (size.shape[0], len(self.rows)))
 
 
 # --- potentials --------------------------------------------------------------------------

@@ -16,11 +16,13 @@ Two pure functions of the tree, both in tree order (parents before children):
   relations (Thompson's H_a q̇ = H_b ν solved joint by joint down the tree, no SVD). Every body
   moves rigidly, ḋ_i = ω × d_i, and every tree joint's relation annihilates its own rows of G
   at any configuration, so at q_{n+½} the columns of H2 span the null space of Ḡ exactly.
-- :func:`configure`: q_{n+1} = F(q_n, u), the finite update by minimal increments u: a root
+- :func:`increments`: Δq = F(q_n, u) − q_n, the finite update by minimal increments u: a root
   turns by cay(u_ω) and shifts by u_x; a child's relative rotation R_rel = R_aᵀ R_b turns by
   cay(Σ u_k a_k) · R_rel · cay(Σ u_k b_k) and its joint offset p_rel = R_aᵀ(x_B − x_A) slides by
-  Σ u_k (u_k × w_k). Orthonormality and every tree constraint hold exactly (to round-off, which
-  ``nearest_rotation`` keeps from growing down the tree).
+  Σ u_k (u_k × w_k). Δq is formed from increments only (never q_{n+1} − q_n), so the step's
+  velocities 2Δq/h − v_n keep their digits far from the origin; orthonormality and every tree
+  constraint hold at q_n + Δq to round-off, which does not pile up (rotations are projected to
+  the nearest rotation and the offsets a joint fixes are reset to zero every step).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..kinematics.frames import frames_of
-from ..kinematics.rotations import cayley, nearest_rotation
+from ..kinematics.rotations import cayley_increment, nearest_rotation, rotation_correction
 from .bodies import Ground, PointMass, RigidBody
 from .joints import Joint, Spherical
 
@@ -144,12 +146,20 @@ def spanning_tree(parts, elements, layout):
                 links.append(Link("joint", tuple(int(i) for i in layout.frame(child)),
                                   tuple(int(i) for i in layout.frame(parent)), parent is j.a, rigid, dof, j.name))
                 params.append({"at_a": m.at_a, "at_b": m.at_b, "rot_a": m.rot_a, "rot_b": m.rot_b,
-                               "slide_u": m.slide_u, "slide_w": m.slide_w})
+                               "slide_u": m.slide_u, "slide_w": m.slide_w, "fixed": _fixed_offsets(m)})
                 used.append(j)
                 placed.add(key(child))
                 frontier.append(key(child))
     owners = {p.name for p in parts if isinstance(p, RigidBody)} | {j.name for j in used}
     return tuple(links), tuple(params), owners
+
+
+def _fixed_offsets(motion):
+    """I − P (3, 3): P projects a joint offset x_B − x_A (in a's axes) onto the joint's slide
+    directions u × w; the rest is fixed at 0 by the joint's equations."""
+    S = np.cross(motion.slide_u, motion.slide_w).reshape(-1, 3)  # (k_s, 3)
+    P = S.T @ np.linalg.solve(S @ S.T, S) if len(S) else np.zeros((3, 3))
+    return np.eye(3) - P
 
 
 # --- the two maps (pure jax) -----------------------------------------------------------------
@@ -199,46 +209,69 @@ def velocities(tree: Tree, Q, nu):
     return qdot.ravel()
 
 
-def configure(tree: Tree, Q0, u):
-    """q_{n+1} = F(q_n, u) (n_q,): the configuration reached from Q0 (extended blocks) by the
-    minimal increments u (n_dof,); every tree constraint holds exactly for any u."""
-    pose = {}  # φ block -> (φ, R) of each placed part at n+1
+def increments(tree: Tree, Q0, u):
+    """Δq = F(q_n, u) − q_n (n_q,): the increment of the configuration Q0 (extended blocks) by the
+    minimal increments u (n_dof,), formed from increments alone — cay(x) − I, the parent's
+    increments and the joint's slide, never a difference of absolute positions — so it keeps its
+    relative accuracy however far the parts are from the origin (a satellite 10⁷ m out moves by
+    10³ m per step known to ε·10³ m, not ε·10⁷ m), as the director backend's unknowns do. Every
+    tree constraint holds at q_n + Δq for any u: relative rotations stay rotations (projected to
+    the nearest one, so round-off does not pile up down the tree) and a joint's offset is reset to
+    its slides (the components the joint fixes are put back to zero), so the round-off gaps of
+    q_n are closed instead of carried on."""
+    pose, change = {}, {}  # φ block -> (φ_n, R_n) and (Δφ, ΔR) of each placed part
     ground = len(Q0) - 4
-    pose[ground] = (jnp.zeros(3, Q0.dtype), jnp.eye(3, dtype=Q0.dtype))
-    Q1 = Q0[:-4]
+    eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros(3, Q0.dtype)
+    pose[ground], change[ground] = (zero, eye), (zero, jnp.zeros((3, 3), Q0.dtype))
+    dQ = jnp.zeros((tree.n_blocks, 3), Q0.dtype)
     i = 0
     for link, p in zip(tree.links, tree.params):
         n = link.n_dof
         x = u[i:i + n]
         i += n
-        phi0, R0 = _frame(Q0, link.child)
         if link.kind == "root":
-            R1 = cayley(x[:3]) @ nearest_rotation(R0) if link.rigid else R0
-            pose[link.child[0]] = (phi0 + x[-3:], R1)
+            phi0, R0 = _frame(Q0, link.child)
+            dR = (cayley_increment(x[:3]) @ nearest_rotation(R0) + rotation_correction(R0) if link.rigid
+                  else jnp.zeros((3, 3), Q0.dtype))
+            pose[link.child[0]], change[link.child[0]] = (phi0, R0), (x[-3:], dR)
             continue
         a, b = (link.parent, link.child) if link.parent_is_a else (link.child, link.parent)
         (pa, Ra), (pb, Rb) = _frame(Q0, a), _frame(Q0, b)
-        R_rel = nearest_rotation(Ra.T @ Rb)  # round-off of the parent must not pile up down the tree
-        p_rel = Ra.T @ (pb + Rb @ p["at_b"] - pa - Ra @ p["at_a"])
+        X = Ra.T @ Rb
+        R_rel = nearest_rotation(X)  # round-off of the parent must not pile up down the tree
+        p_rel = Ra.T @ (pb + Rb @ p["at_b"] - pa - Ra @ p["at_a"])  # the joint's offset x_B − x_A in a
         ka, kb, _ = link.dof
+        slides = jnp.cross(p["slide_u"], p["slide_w"]).T  # (3, k_s) slide directions in a
+        dp_rel = slides @ x[ka + kb:] - p["fixed"] @ p_rel  # slide, and the fixed components back to 0
         if link.rigid:
-            R_rel = cayley(p["rot_a"].T @ x[:ka]) @ R_rel @ cayley(p["rot_b"].T @ x[ka:ka + kb])
-        p_rel = p_rel + jnp.cross(p["slide_u"], p["slide_w"]).T @ x[ka + kb:]
-        phi_p, R_p = pose[link.parent[0]]
-        if link.parent_is_a:
-            Rb1 = R_p @ R_rel if link.rigid else Rb
-            x_b = phi_p + R_p @ p["at_a"] + R_p @ p_rel
-            pose[link.child[0]] = (x_b - Rb1 @ p["at_b"], Rb1)
+            A, B = p["rot_a"].T @ x[:ka], p["rot_b"].T @ x[ka:ka + kb]
+            cB = cayley_increment(B)
+            dR_rel = cayley_increment(A) @ R_rel @ (eye + cB) + R_rel @ cB + rotation_correction(X)
         else:
-            Ra1 = R_p @ R_rel.T if link.rigid else Ra
-            x_a = phi_p + R_p @ p["at_b"] - Ra1 @ p_rel
-            pose[link.child[0]] = (x_a - Ra1 @ p["at_a"], Ra1)
+            dR_rel = jnp.zeros((3, 3), Q0.dtype)
+        R_rel1, p_rel1 = X + dR_rel, p_rel + dp_rel
+        d_phi_p, dR_p = change[link.parent[0]]
+        if link.parent_is_a:  # R_b = R_a R_rel, x_B = x_A + R_a p_rel
+            dRa, dRb = dR_p, (Ra @ dR_rel + dR_p @ R_rel1 if link.rigid else jnp.zeros((3, 3), Q0.dtype))
+            dx_b = d_phi_p + dRa @ p["at_a"] + dRa @ p_rel1 + Ra @ dp_rel
+            dR_child, d_phi_child = dRb, dx_b - dRb @ p["at_b"]
+        else:  # R_a = R_b R_relᵀ, x_A = x_B − R_a p_rel
+            dRb, dRa = dR_p, (Rb @ dR_rel.T + dR_p @ R_rel1.T if link.rigid else jnp.zeros((3, 3), Q0.dtype))
+            dx_a = d_phi_p + dRb @ p["at_b"] - dRa @ p_rel1 - Ra @ dp_rel
+            dR_child, d_phi_child = dRa, dx_a - dRa @ p["at_a"]
+        change[link.child[0]] = (d_phi_child, dR_child)
     for link in tree.links:
-        phi, R = pose[link.child[0]]
-        Q1 = Q1.at[link.child[0]].set(phi)
+        d_phi, dR = change[link.child[0]]
+        dQ = dQ.at[link.child[0]].set(d_phi)
         if link.rigid:
-            Q1 = Q1.at[jnp.asarray(link.child[1:])].set(R.T)
-    return Q1.ravel()
+            dQ = dQ.at[jnp.asarray(link.child[1:])].set(dR.T)
+    return dQ.ravel()
+
+
+def configure(tree: Tree, Q0, u):
+    """q_{n+1} = q_n + Δq (n_q,), Δq from :func:`increments`: the configuration reached from Q0
+    (extended blocks) by the minimal increments u (n_dof,); every tree constraint holds for any u."""
+    return Q0[:-4].ravel() + increments(tree, Q0, u)
 
 
 def null_space(tree: Tree, Q):

@@ -1,0 +1,157 @@
+"""Fingerprints of assembled models: what a checkpointed run must find unchanged to go on.
+
+A model is its structure (layout, element kinds), its numbers (parameters, initial state) and
+its *laws*: the user's motor, force, constraint and potential functions. Laws are compared by
+what they compute, not by identity: a function's hash covers its bytecode and constants, its
+default arguments, the values it closes over and the globals it reads (numbers, arrays,
+functions, recursively), so editing a gain in a closure or in a module constant changes the
+fingerprint, while re-creating the same lambda in a new process does not. Library callables
+(jax, numpy, scipy, conserve, the standard library) are identified by name. An object whose
+state cannot be read (no ``__dict__``, not a number, array, container or function) makes the
+law *opaque*: it is listed, and a resumed run refuses it unless the caller vouches for it
+(``resume(..., trust_laws=True)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import types
+
+import jax
+import numpy as np
+
+#: Packages whose callables and classes are hashed by qualified name (their code is versioned).
+LIBRARIES = ("jax", "jaxlib", "numpy", "scipy", "conserve", "math", "builtins", "functools", "operator",
+             "typing", "collections")
+
+
+def fingerprint(assembly) -> dict:
+    """{"structure", "parameters", "initial_state", "laws": hex digests; "opaque": [what]}."""
+    from .solution import layout_record
+
+    model = assembly.model
+    leaves, treedef = jax.tree.flatten(model)
+    laws = _Hasher()
+    laws.add(("constraint", model.constraint_kinds, "potential", model.potential_kinds, "coordinate",
+              model.coordinate_kinds, "load", model.load_kinds, "rotor", model.rotor_laws))
+    return {"structure": _digest(json.dumps(layout_record(assembly.layout), sort_keys=True, default=str),
+                                 str(treedef.num_leaves), *(str(np.shape(x)) for x in leaves)),
+            "parameters": _digest(*leaves),
+            "initial_state": _digest(*jax.tree.leaves(assembly.initial_state)),
+            "laws": laws.hexdigest(),
+            "opaque": sorted(set(laws.opaque))}
+
+
+def _digest(*items) -> str:
+    h = hashlib.sha256()
+    for x in items:
+        h.update(x.encode() if isinstance(x, str) else np.ascontiguousarray(np.asarray(x)).tobytes())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+class _Hasher:
+    """Feeds a value's meaning into a sha256 (see the module docstring)."""
+
+    def __init__(self):
+        self._h = hashlib.sha256()
+        self._seen = {}  # id -> object: holding it keeps its id from being reused by a temporary
+        self.opaque = []
+
+    def hexdigest(self):
+        return self._h.hexdigest()
+
+    def _put(self, *tokens):
+        for t in tokens:
+            self._h.update(t if isinstance(t, bytes) else str(t).encode())
+            self._h.update(b"\x00")
+
+    def add(self, x):
+        if x is None or isinstance(x, (bool, int, float, complex, str, bytes)):
+            return self._put(type(x).__name__, repr(x))
+        if isinstance(x, (np.ndarray, np.generic, jax.Array)):
+            a = np.asarray(x)
+            return self._put("array", a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
+        if id(x) in self._seen:  # recursion (a function reading itself through its globals)
+            return self._put("seen", type(x).__name__)
+        self._seen[id(x)] = x
+        if isinstance(x, (tuple, list)):
+            self._put(type(x).__name__, len(x))
+            for item in x:
+                self.add(item)
+        elif isinstance(x, dict):
+            self._put("dict", len(x))
+            for k in sorted(x, key=repr):
+                self.add(k)
+                self.add(x[k])
+        elif isinstance(x, types.ModuleType):
+            self._put("module", x.__name__)
+        elif _by_name(x):
+            self._put("named", x.__module__, x.__qualname__)
+        elif isinstance(x, type):  # a user's class: its name and the code of its methods
+            self._put("class", x.__module__, x.__qualname__)
+            self.add({k: getattr(v, "__func__", v) for k, v in vars(x).items()
+                      if isinstance(getattr(v, "__func__", v), types.FunctionType)})
+        elif isinstance(x, functools.partial):
+            self._put("partial")
+            self.add((x.func, x.args, x.keywords))
+        elif isinstance(x, types.MethodType):
+            self._put("method")
+            self.add((x.__func__, x.__self__))
+        elif isinstance(x, types.FunctionType):
+            self._function(x)
+        elif isinstance(x, types.CodeType):
+            self._code(x)
+        elif dataclasses.is_dataclass(x):
+            self._put("dataclass", type(x).__module__, type(x).__qualname__)
+            self.add({f.name: getattr(x, f.name) for f in dataclasses.fields(x)})
+        elif hasattr(x, "__dict__") or hasattr(type(x), "__slots__"):
+            state = dict(getattr(x, "__dict__", {}))
+            state.update({s: getattr(x, s) for s in getattr(type(x), "__slots__", ()) if hasattr(x, s)})
+            self._put("object", type(x).__module__, type(x).__qualname__)
+            self.add(state)
+        else:
+            self.opaque.append(f"a {type(x).__qualname__} object")
+            self._put("opaque", type(x).__qualname__)
+
+    def _function(self, fn):
+        self._put("function")
+        self._code(fn.__code__)
+        self.add((fn.__defaults__, fn.__kwdefaults__))
+        self.add(tuple(_cell(c) for c in fn.__closure__ or ()))
+        names = sorted(_global_names(fn.__code__))
+        self.add({n: fn.__globals__[n] for n in names if n in fn.__globals__})
+
+    def _code(self, code):
+        self._put("code", code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_argcount)
+        for c in code.co_consts:
+            self.add(c)
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell (a closure variable not yet bound)
+        return None
+
+
+def _global_names(code):
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _global_names(c)
+    return names
+
+
+def _by_name(x):
+    """Library classes, callables and top-level functions are identified by their name; a library
+    function defined inside another (a wrapper carrying a user's law) is hashed by content."""
+    module = getattr(x, "__module__", None)
+    if not isinstance(module, str) or module.split(".")[0] not in LIBRARIES or module.startswith("conserve.problems"):
+        return False
+    if isinstance(x, types.FunctionType):
+        return "<" not in x.__qualname__
+    return isinstance(x, type) or (callable(x) and not isinstance(x, (functools.partial, types.MethodType)))
