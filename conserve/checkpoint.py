@@ -13,7 +13,7 @@ A checkpoint is a directory:
 
 Every file is written to a temporary name unique to the writer and renamed over the old one
 (atomic on POSIX), and ``run.npz`` only after its piece, so a crash at any moment leaves the
-last complete checkpoint: a killed run loses at most the steps since then. :func:`read` checks
+last complete checkpoint: a killed run loses at most the steps since then. Resume checks
 everything before a step is taken — the format, the model against the fingerprint, each piece
 against its checksum, run id and range, and that the ranges chain from node 0 to n without gap
 or overlap — so a stale, swapped, foreign or corrupt file is refused with a message, never

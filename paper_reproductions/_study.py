@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 import conserve as cs
 from conserve import studies
+
+# the studies run deliberately coarse steps (their tables and figures show what those cost)
+warnings.simplefilter("ignore", cs.CoarseStepWarning)
 
 
 def write_report(out: Path, lines, files):

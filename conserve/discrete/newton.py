@@ -9,28 +9,29 @@ import jax.numpy as jnp
 
 from ..model.terms import ROUNDOFF
 
+
 @dataclass(frozen=True)
 class Newton:
     """Options of the Newton iteration of every implicit step.
 
     Every unknown x_j has a scale w_j > 0 set by the backend (block by block: increments of
-    positions by their own magnitude, 1 + |Δφ|, directors and angles by 1, multipliers by the
-    largest multiplier, 1 + |λ̃|∞), and a step is accepted when the last correction satisfies
+    positions by their own size, ``1 + |Δφ|``, directors and angles by 1, multipliers by the
+    largest multiplier, ``1 + max|λ̃|``), and a step is accepted when the last correction satisfies
     ``|δx_j| ≤ tol · w_j`` for every j; with quadratic convergence the accepted iterate is then
     accurate to O(tol²). The scales do not grow with the distance from the origin, so a body in
-    orbit (|φ| ~ 10⁷ m) is converged as tightly as one at the origin.
+    orbit (``|φ| ~ 1e7`` m) is converged as tightly as one at the origin.
 
     A step is also accepted at the round-off floor — the equations hold as well as floating
     point lets them, and what a correction still moves is round-off amplified by the Newton
     matrix (a wind-turbine model with a massive tower 70 m up: the multiplier of the tower's
-    director normalisation, in its 10th digit; a joint 10⁷ m from the origin, whose equations
-    hold only to ε·10⁷ m) — when all of these hold: a full Newton correction neither contracts
+    director normalisation, in its 10th digit; a joint 1e7 m from the origin, whose equations
+    hold only to ε·1e7 m) — when all of these hold: a full Newton correction neither contracts
     (``|δx_k| > |δx_{k−1}|/2``, scaled) nor reduces the residual (``|r_k| > |r_{k−1}|/2``), it is
-    below ``√tol · w``, and *every* residual row is at its round-off level: |r_i| ≤ ROUNDOFF ·
-    (m_i + Σ_j |J_ij| w_j), m_i the size of the terms row i adds up (x then solves the equations
-    with every term and unknown perturbed by at most ROUNDOFF = 2¹⁰ ε relative,
-    :data:`conserve.model.terms.ROUNDOFF`). A residual above round-off
-    (a force law that jumps, say) is never accepted: the step fails (and is subdivided when
+    below ``√tol · w``, and *every* residual row is at its round-off level,
+    ``|r_i| ≤ ROUNDOFF · (m_i + Σ_j |J_ij| w_j)`` with m_i the size of the terms row i adds up (x
+    then solves the equations with every term and unknown perturbed by at most ROUNDOFF = 2¹⁰ ε
+    relative, :data:`conserve.model.terms.ROUNDOFF`). A residual above round-off (a force law
+    that jumps, say) is never accepted: the step fails (and is subdivided when
     ``simulate(..., on_failure="subdivide")``). Otherwise, after ``max_iterations`` or on a NaN,
     the step fails. The conservation error of a step is bounded by the Newton residual
     (tolerance or round-off), not by Δt.

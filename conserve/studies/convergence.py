@@ -12,11 +12,12 @@ may be of another model: compare what both have, e.g. a body's coordinates or a 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ConvergenceError
+from ..errors import CoarseStepWarning, ConvergenceError
 from ..progress import ProgressBar
 from ..simulate import simulate
 
@@ -171,7 +172,9 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
     """
     def run(asm, h, label, backend):
         bar = ProgressBar(f"{label}, Δt = {h:g}") if progress else None
-        return simulate(asm, t_end, h, backend=backend, newton=newton, progress=bar)
+        with warnings.catch_warnings():  # coarse steps are the point of a study: its table shows their error
+            warnings.simplefilter("ignore", CoarseStepWarning)
+            return simulate(asm, t_end, h, backend=backend, newton=newton, progress=bar)
 
     if not isinstance(models, dict):
         models = {"model": models}
