@@ -337,10 +337,15 @@ def _simulate_ode(assembly, t0, t_end, dt, options):
 def _failure(n, t, h, newton, history, solution, settings):
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
+    tail = history[-4:]
     if finite and np.min(history) <= 1e-12 * max(history[0], 1.0):
         what += (" although the residual reached round-off: the Newton matrix is (nearly) singular, e.g. a "
                  "kinematic singularity (a mechanism at a change point, aligned axes) or constraints that "
                  "became dependent")
+    elif finite and tail.size > 1 and np.max(tail) <= 4 * np.min(tail):
+        what += (f": the residual stalled at {np.min(tail):.2e}, above round-off, so the equations have no "
+                 "solution near this step — typically a law that jumps (a force or torque switching on a "
+                 "position or velocity threshold; smooth it, e.g. with jnp.tanh) or a kinematic singularity")
     if settings["on_failure"] == "subdivide":
         what += f", also when retried as 2 … {2 ** settings['max_subdivisions']} sub-steps"
     hist = ", ".join(f"{r:.2e}" for r in history)

@@ -74,7 +74,7 @@ def test_a_residual_above_round_off_is_never_accepted():
     kick = cs.Force(bob, lambda t, s: jnp.where(s.position[2] > 0.5, 0.0, 1.0) * jnp.array([0.0, 0.0, 1.0]),
                     name="kick")
     system = cs.System([bob, kick]).assemble()
-    with pytest.raises(cs.ConvergenceError, match="step 0"):
+    with pytest.raises(cs.ConvergenceError, match=r"step 0 .*stalled at 5\.00e-07, above round-off.*jumps"):
         cs.simulate(system, t_end=4 * h, dt=h)
     sol = cs.simulate(system, t_end=4 * h, dt=h, on_failure="subdivide")
     assert sol.substeps[0] > 1

@@ -68,15 +68,11 @@ def predictor(model: Model, state: State, h):
     return dQ.ravel()
 
 
-def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta, magnitudes=False):
+def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta):
     """The midpoint equations of a step for a candidate increment Δq = q_{n+1} − q_n (n_q,) (the
     increment itself, not q_{n+1}, so v_{n+1} = 2Δq/h − v_n loses no digits), multipliers λ̃ (n_c,) and rotor
     increments Δp̃, Δθ (n_r,) (see :func:`step`): (R1 (n_q,), R2 (n_c,), R3 (n_r,), R4 (n_r,)).
-    Shared by the backends: the reduced one projects R1 onto the tree's null space.
-
-    ``magnitudes=True`` returns ((R1, …, R4), (m1, …, m4)) with m ≥ 0 the size of the terms each
-    row adds up (the sum of their absolute values), so that a row is at its round-off level when
-    |R_i| ≤ ROUNDOFF · m_i (:data:`conserve.model.terms.ROUNDOFF`)."""
+    Shared by the backends: the reduced one projects R1 onto the tree's null space."""
     q0, v0 = state.q, state.v
     to_momentum = 2.0 * model.rotor_params["axial_inertia"] / h  # Δp = to_momentum · Δp̃, (n_r,)
     dp = to_momentum * dp
@@ -89,25 +85,12 @@ def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta, magnitudes=
     f = model.discrete_forces(t, h, state, q1, (2.0 / h**2) * gs if coupled else None)[0]
     r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + gq
     r2 = model.constraints(q1, theta1, s1)
-    if magnitudes:
-        # |Ḡᵀ||λ̃|: the magnitudes' gradients carry |G| (they are sums of |coefficient|·|q|)
-        size = jax.vjp(lambda x: model.constraint_magnitudes(x, 0.5 * (state.theta + theta1), 0.5 * (state.s + s1)),
-                       q0 + 0.5 * dq)[1](jnp.abs(lam))[0] if lam.size else 0.0
-        m1 = 0.5 * h * (model.mass_magnitude(v1) + model.mass_magnitude(v0) + h * jnp.abs(f)) + jnp.abs(size)
-        m2 = model.constraint_magnitudes(q1, theta1, s1)
     if not model.n_rotors:  # no hybrid rotors: the plain step of DESIGN §6
-        r = (r1, r2, dp, dtheta)
-        return (r, (m1, m2, jnp.abs(dp), jnp.abs(dtheta))) if magnitudes else r
-    J_a = model.rotor_params["axial_inertia"]
+        return r1, r2, dp, dtheta
     rotor_force, r_dq, tau, _, _ = model.rotor_step(t, h, state, q1, dp, dtheta)
     r3 = (dp - h * tau + (2.0 / h) * gtheta) / to_momentum
-    r4 = dtheta - h * (state.p + 0.5 * dp) / J_a + r_dq
-    r = (r1 + 0.5 * h * rotor_force, r2, r3, r4)
-    if not magnitudes:
-        return r
-    m3 = (jnp.abs(dp) + h * jnp.abs(tau) + (2.0 / h) * jnp.abs(gtheta)) / to_momentum
-    m4 = jnp.abs(dtheta) + h * (jnp.abs(state.p) + 0.5 * jnp.abs(dp)) / J_a + jnp.abs(r_dq)
-    return r, (m1 + 0.5 * h * jnp.abs(rotor_force), m2, m3, m4)
+    r4 = dtheta - h * (state.p + 0.5 * dp) / model.rotor_params["axial_inertia"] + r_dq
+    return r1 + 0.5 * h * rotor_force, r2, r3, r4
 
 
 def rotor_weights(state: State, dp, dtheta):
@@ -192,9 +175,6 @@ def step(model: Model, state: State, lam, t, h, newton):
     def residual(x):
         return blocks(equations(model, state, t, h, *split(x)))
 
-    def magnitude(x):
-        return blocks(equations(model, state, t, h, *split(x), magnitudes=True)[1])
-
     def weights(x):  # increments of each 3-block by their own size, multipliers by the largest
         dq, lam_, dp, dtheta = split(x)
         w_q = jnp.repeat(1.0 + jnp.max(jnp.abs(dq.reshape(-1, 3)), axis=1), 3)
@@ -203,7 +183,8 @@ def step(model: Model, state: State, lam, t, h, newton):
 
     rates = model.rotor_relative_rates(q0, state.v, state.p)
     x0 = jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(nr), h * rates])
-    x, *result = newton_solve(residual, x0, newton, weights, magnitude)
+    size = blocks((jnp.zeros(nq), model.constraint_magnitudes(q0, state.theta, state.s), jnp.zeros(nr), jnp.zeros(nr)))
+    x, *result = newton_solve(residual, x0, newton, weights, size)
     dq, lam1, dp, dtheta = split(x)
     new, info = advance(model, state, t, h, dq, dp, dtheta, result)
     return new, lam1, info

@@ -24,8 +24,6 @@ solve.
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -72,23 +70,14 @@ def step(model: Model, state: State, lam, t, h, newton):
         _, at_q0 = jax.vjp(lambda nu: velocities(tree, Q0, nu), jnp.zeros(nd))
         dependent, independent = loops.partition(loop_matrix(q0, q0, lambda g: at_q0(g)[0]))
 
-    def residual(x, magnitudes=False):
+    def residual(x):
         u, lam_c, dp, dtheta = split(x)
         dq = increments(tree, Q0, u)
-        out = equations(model, state, t, h, dq, with_cut(lam_c), dp, dtheta, magnitudes)
-        (r1, r2, r3, r4), m = out if magnitudes else (out, None)
-        q1, Qm = q0 + dq, model.blocks(q0 + 0.5 * dq)
-        _, project = jax.vjp(lambda nu: velocities(tree, Qm, nu), jnp.zeros(nd))
-        if magnitudes:  # |H2ᵀ| m1 (and |Nᵀ| of it): the projection's terms, in absolute value
-            projector = jnp.abs(null_space(tree, Qm))
-            if len(loop):
-                C = loop_matrix(q0, q1, lambda g: project(g)[0])
-                projector = projector @ jnp.abs(loops.null_basis(C, dependent, independent))
-            r1_size = projector.T @ m[0]
-            return jnp.concatenate([r1_size, m[1][loop], m[1][cut], m[2], m[3]])
+        r1, r2, r3, r4 = equations(model, state, t, h, dq, with_cut(lam_c), dp, dtheta)
+        _, project = jax.vjp(lambda nu: velocities(tree, model.blocks(q0 + 0.5 * dq), nu), jnp.zeros(nd))
         r = project(r1)[0]
         if len(loop):
-            C = loop_matrix(q0, q1, lambda g: project(g)[0])
+            C = loop_matrix(q0, q0 + dq, lambda g: project(g)[0])
             r = jnp.concatenate([loops.project(C, r, dependent, independent), r2[loop]])
         return jnp.concatenate([r, r2[cut], r3, r4])
 
@@ -103,7 +92,9 @@ def step(model: Model, state: State, lam, t, h, newton):
     nu0 = jnp.linalg.solve(H0.T @ H0, H0.T @ state.v)
     rates = model.rotor_relative_rates(q0, state.v, state.p)
     x0 = jnp.concatenate([h * nu0, lam[cut], jnp.zeros(nr), h * rates])
-    x, *result = newton_solve(residual, x0, newton, weights, partial(residual, magnitudes=True))
+    g_size = model.constraint_magnitudes(q0, state.theta, state.s)
+    size = jnp.concatenate([jnp.zeros(nd - len(loop)), g_size[loop], g_size[cut], jnp.zeros(2 * nr)])
+    x, *result = newton_solve(residual, x0, newton, weights, size)
     u, lam_c, dp, dtheta = split(x)
     new, info = advance(model, state, t, h, increments(tree, Q0, u), dp, dtheta, result)
     return new, with_cut(lam_c), info

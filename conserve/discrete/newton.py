@@ -28,9 +28,12 @@ class Newton:
     hold only to ε·1e7 m) — when all of these hold: a full Newton correction neither contracts
     (``|δx_k| > |δx_{k−1}|/2``, scaled) nor reduces the residual (``|r_k| > |r_{k−1}|/2``), it is
     below ``√tol · w``, and *every* residual row is at its round-off level,
-    ``|r_i| ≤ ROUNDOFF · (m_i + Σ_j |J_ij| w_j)`` with m_i the size of the terms row i adds up (x
-    then solves the equations with every term and unknown perturbed by at most ROUNDOFF = 2¹⁰ ε
-    relative, :data:`conserve.model.terms.ROUNDOFF`). A residual above round-off (a force law
+    ``|r_i| ≤ ROUNDOFF · (Σ_j |J_ij| w_j + m_i)``: x then solves the equations with every unknown
+    and every term perturbed by at most ROUNDOFF = 2¹⁰ ε relative
+    (:data:`conserve.model.terms.ROUNDOFF`; a componentwise backward error after Oettli and
+    Prager). The terms that scale with the unknowns (momenta M Δq, constraint forces Gᵀλ, spin
+    increments) are measured by ``|J| w``; m_i is the size of the constant terms of constraint
+    row i (the positions its points are made of, ``|x_a| + |x_b|``). A residual above round-off (a force law
     that jumps, say) is never accepted: the step fails (and is subdivided when
     ``simulate(..., on_failure="subdivide")``). Otherwise, after ``max_iterations`` or on a NaN,
     the step fails. The conservation error of a step is bounded by the Newton residual
@@ -54,7 +57,7 @@ class Newton:
             raise ValueError(f"Newton: max_iterations must be an integer ≥ 1, got {self.max_iterations!r}.")
 
 
-def newton_solve(residual, x0, options: Newton, weights, magnitude):
+def newton_solve(residual, x0, options: Newton, weights, size):
     """Solve residual(x) = 0 from x0: Newton with the Jacobian from ``jax.jacfwd`` and dense LU.
 
     Each iteration evaluates the residual r(x) and first tries the chord correction
@@ -70,8 +73,9 @@ def newton_solve(residual, x0, options: Newton, weights, magnitude):
     x0 : (n,) initial guess
     options : :class:`Newton`
     weights : x (n,) -> w (n,) > 0, the scale of each unknown (see :class:`Newton`)
-    magnitude : x (n,) -> m (n,) ≥ 0, the size of the terms each row of r adds up (its round-off
-        level is ROUNDOFF · m); evaluated only when Newton stalls
+    size : (n,) ≥ 0, the size of the terms of each row of r that do not scale with the unknowns
+        (constraint rows: their terms at q_n, so a joint 1e7 m from the origin is at round-off
+        at ε·1e7 m); the other terms are measured by |J| w (see :class:`Newton`)
 
     Returns
     -------
@@ -86,7 +90,7 @@ def newton_solve(residual, x0, options: Newton, weights, magnitude):
         return x0, jnp.int32(0), jnp.bool_(True), jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     jac = jax.jacfwd(residual)
 
-    def size(dx, x_new):  # max_j |δx_j| / w_j
+    def scaled(dx, x_new):  # max_j |δx_j| / w_j
         return jnp.max(jnp.abs(dx) / weights(x_new))
 
     def body(carry):
@@ -95,18 +99,17 @@ def newton_solve(residual, x0, options: Newton, weights, magnitude):
         r_norm = jnp.max(jnp.abs(r))
         history = history.at[k].set(r_norm)
         chord = jax.scipy.linalg.lu_solve(lu, -r)
-        chord_ok = (k > 0) & (size(chord, x + chord) <= options.tol)
+        chord_ok = (k > 0) & (scaled(chord, x + chord) <= options.tol)
 
         def newton(_):
             J = jac(x)
             lu_new = jax.scipy.linalg.lu_factor(J)
             dx = jax.scipy.linalg.lu_solve(lu_new, -r)
-            dx_size = size(dx, x + dx)
+            dx_size = scaled(dx, x + dx)
             small = dx_size <= options.tol
             stalled = ((k > 0) & (dx_size > 0.5 * last_dx) & (r_norm > 0.5 * history[jnp.maximum(k - 1, 0)])
                        & (dx_size <= jnp.sqrt(options.tol)))
-            at_roundoff = lambda _: jnp.all(jnp.abs(r) <= ROUNDOFF * (magnitude(x) + jnp.abs(J) @ weights(x)))  # noqa: E731
-            floor = jax.lax.cond(stalled, at_roundoff, lambda _: jnp.bool_(False), None)
+            floor = stalled & jnp.all(jnp.abs(r) <= ROUNDOFF * (size + jnp.abs(J) @ weights(x)))
             return x + dx, lu_new, small | floor, dx_size
 
         x_new, lu, done, last_dx = jax.lax.cond(chord_ok, lambda _: (x + chord, lu, True, last_dx), newton, None)

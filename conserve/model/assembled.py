@@ -114,10 +114,6 @@ class Model:
         """M v, (n_q,)."""
         return (self.mu @ v.reshape(-1, 3)).ravel()
 
-    def mass_magnitude(self, v):
-        """|M| |v| (n_q,): the size of the terms of M v."""
-        return (jnp.abs(self.mu) @ jnp.abs(v.reshape(-1, 3))).ravel()
-
     def kinetic_energy(self, v, p):
         """T = ½ vᵀ M' v + Σ_k p_k² / (2 J_a,k) in J (rotor-scheme.md §4)."""
         return 0.5 * v @ self.mass_times(v) + jnp.sum(0.5 * p**2 / self.rotor_params["axial_inertia"])

@@ -37,7 +37,7 @@ from ..kinematics.frames import frames_of, material_point, material_vector, poin
 
 
 #: A residual row is at its round-off floor when ``|r_i| ≤ ROUNDOFF · m_i``, with m_i the size of the
-#: terms the row adds up (the sum of their absolute values; constraint kinds give it as
+#: terms the row adds up (the sum of their absolute values; constraint kinds give theirs as
 #: ``magnitude``): a componentwise backward error, after Oettli and Prager. 2¹⁰ ε leaves room for
 #: rows that add up tens of terms. Used by Newton's round-off floor (:class:`conserve.Newton`)
 #: and by the check of the initial state at assembly.
