@@ -32,6 +32,10 @@ from .solution import Solution, layout_record, node_diagnostics
 #: compiled chunk (a masked step costs a few µs, so short runs report a higher time per step).
 CHUNK = 1024
 
+#: The State fields a Solution keeps per node (q_low, the rounding carried by the compensated
+#: update, lives only in the run's carry and its checkpoints).
+NODE_FIELDS = ("q", "v", "s", "p", "theta")
+
 #: Most steps in one run (the step counter is an int32).
 MAX_STEPS = 2**31 - 2
 
@@ -179,7 +183,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
                 "newton": [newton.tol, newton.max_iterations], "on_failure": on_failure,
                 "max_subdivisions": max_subdivisions}
     state, lam = assembly.initial_state, jnp.zeros(assembly.model.n_constraints)
-    first = {**{f"node_{k}": np.asarray(a)[None] for k, a in state._asdict().items() if k != "q_low"},
+    first = {**{f"node_{k}": np.asarray(getattr(state, k))[None] for k in NODE_FIELDS},
              **{f"diag_{k}": np.asarray(a)[None] for k, a in _node_diagnostics(assembly.model, state).items()}}
     ckpt = None
     if checkpoint is not None:
@@ -277,7 +281,7 @@ def _run(assembly, settings, state, lam, n, pieces, ckpt, progress) -> Solution:
             model, state, lam, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
         done = int(n_new) - n
         nodes, lams, iters, work, dissipation, substeps, diag = jax.tree.map(lambda a: np.asarray(a)[:done], out)
-        pieces.append({**{f"node_{k}": a for k, a in nodes._asdict().items() if k != "q_low"},
+        pieces.append({**{f"node_{k}": getattr(nodes, k) for k in NODE_FIELDS},
                        **{f"diag_{k}": a for k, a in diag.items()},
                        "step_lam": lams, "step_iterations": iters, "step_work": work,
                        "step_dissipation": dissipation, "step_substeps": substeps})
@@ -289,7 +293,7 @@ def _run(assembly, settings, state, lam, n, pieces, ckpt, progress) -> Solution:
     run_time = time.perf_counter() - tic
 
     join = lambda key: np.concatenate([p[key] for p in pieces if key in p])  # noqa: E731
-    q, v, s, p, theta = (join(f"node_{k}") for k in State._fields[:-1])
+    q, v, s, p, theta = (join(f"node_{k}") for k in NODE_FIELDS)
     lams, iters, work, dissipation, substeps = (join(f"step_{k}") for k in
                                                 ("lam", "iterations", "work", "dissipation", "substeps"))
     diagnostics = {k[5:]: join(k) for k in pieces[0] if k.startswith("diag_")}

@@ -100,6 +100,43 @@ def _swapped_piece():
     return cs.resume(path, one_body())
 
 
+def _jumping_force():
+    """A force switching on at z = 0.5 m with the first step's midpoint where neither branch holds."""
+    h = 1e-3
+    bob = cs.PointMass("bob", mass=1.0, position=(0.0, 0.0, 0.5 + h / 2 - h**2 / 8), velocity=(0.0, 0.0, -1.0))
+    kick = cs.Force(bob, lambda t, s: jnp.where(s.position[2] > 0.5, 0.0, 1.0) * jnp.array([0.0, 0.0, 1.0]),
+                    name="kick")
+    return cs.simulate(cs.System([bob, kick]), 4 * h, h, newton=cs.Newton(max_iterations=4))
+
+
+def _open_joint_in_orbit():
+    """Two bodies 7000 km from the origin, their ball joint 50 µm open."""
+    x = np.array([7.0e6, 0.0, 0.0])
+    a, b = body("core", position=x), body("arm", position=x + [2.0, 5e-5, 0.0])
+    return cs.System([a, b, cs.Spherical(a, b, at_a=(1, 0, 0), at_b=(-1, 0, 0), name="hinge")]).assemble()
+
+
+def _unreadable_law():
+    def system():
+        b = _plate()
+        return cs.System([b, cs.Torque(b, lambda t, s, log=iter(()): jnp.zeros(3), name="actuator")])
+
+    path = _scratch("opaque") / "run"
+    cs.simulate(system(), 0.02, 1e-2, checkpoint=path)
+    return cs.resume(path, system())
+
+
+def _coarse_spin():
+    import warnings
+
+    core = body("core", angular_velocity=(0.1, 0.0, 0.0))
+    wheel = cs.Rotor("wheel", core, axis=(0, 0, 1), mass=1.0, axial_inertia=0.02, transverse_inertia=0.012,
+                     spin_rate=300.0, model="body")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cs.CoarseStepWarning)
+        return cs.simulate(cs.System([core, wheel]), 0.1, 0.05)
+
+
 def _foreign_file():
     path = _scratch("file") / "run.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,6 +198,10 @@ CASES = [
                                                        transverse_inertia=0.012, model="body"),
      cs.InvalidMass, "wheel"),
     ("more steps than a run can count", lambda: cs.simulate(one_body(), 1e12, 1e-3), cs.ModelError, "steps"),
+    ("a force law that jumps", _jumping_force, cs.ConvergenceError, "stalled"),
+    ("a joint 50 µm open 7000 km from the origin", _open_joint_in_orbit, cs.InconsistentInitialState, "hinge"),
+    ("resume with a law whose state cannot be read", _unreadable_law, cs.ModelError, "trust_laws"),
+    ("a fast full-body rotor at a coarse step (a warning)", _coarse_spin, cs.CoarseStepWarning, "hybrid"),
 ]
 
 

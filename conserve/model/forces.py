@@ -16,8 +16,8 @@ from ..errors import ModelError
 from .bodies import Ground, PointMass, RigidBody
 from .coordinates import CoordinateElement, Length
 from .joints import Joint
-from .terms import CentralGravity as CentralGravityKind
 from .laws import BODY, SCALAR, Law, as_array
+from .terms import CentralGravity as CentralGravityKind
 from .terms import Load, Term, UniformGravity
 
 

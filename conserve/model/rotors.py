@@ -16,10 +16,10 @@ import numpy as np
 
 from ..errors import InvalidInertia, InvalidMass, ModelError
 from .bodies import Ground, RigidBody, _check_mass, _check_name, _vector
-from .laws import ROTOR, SCALAR, Law, as_array
+from .coordinates import CoordinateElement, Length
 from .forces import JointMotor, JointSpringDamper
 from .joints import Joint, Revolute
-from .coordinates import CoordinateElement, Length
+from .laws import ROTOR, SCALAR, Law, as_array
 from .terms import CoordinateRelation, RotorState, Term
 from .terms import Rope as RopeKind
 
