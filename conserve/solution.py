@@ -6,8 +6,6 @@ A Solution needs no model to be read back: it stores the coordinate layout of it
 
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -15,16 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import FileError
-from .files import json_record, load_npz
+from . import export
 from .kinematics.rotations import rotation_to_quaternion
 from .kinematics.rotations import angular_velocity
 from .model.assembled import Energy, Model, State
-
-#: Version of the npz layout written by :meth:`Solution.save` (2: ``substeps`` added; version 1
-#: files still load, with one sub-step per step).
-FORMAT_VERSION = 2
-
 
 def node_diagnostics(model: Model, state: State):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s), the
@@ -78,8 +70,13 @@ class PartView:
         self.position, self.velocity = q[:, 0], v[:, 0]
         self._d, self._d_rate = q[:, 1:], v[:, 1:]
 
+    @property
+    def rigid(self):
+        """True for a rigid body (it has an orientation), False for a point mass."""
+        return self._d.shape[1] == 3
+
     def _rigid(self):
-        if self._d.shape[1] != 3:
+        if not self.rigid:
             raise AttributeError(f"part '{self.name}' is a {self.kind}: it has no orientation.")
 
     @property
@@ -294,101 +291,29 @@ class Solution:
             f"= {1e6 * s.get('time_per_step', float('nan')):.1f} µs/step"]
         return "\n".join(lines)
 
-    # --- export -------------------------------------------------------------------------
+    # --- export (:mod:`conserve.export`) ------------------------------------------------
     def save(self, path):
-        """Write all arrays and metadata to an .npz file (format version FORMAT_VERSION)."""
-        meta = {"format_version": FORMAT_VERSION, "layout": self.layout, "stats": self.stats}
-        np.savez(path, meta=json.dumps(meta), **{k: getattr(self, k) for k in self._arrays},
-                 **{f"diag_{k}": a for k, a in self.diagnostics.items()})
+        """Write all arrays and metadata to an .npz file (:func:`conserve.export.save`)."""
+        export.save(self, path)
 
     @classmethod
     def load(cls, path) -> Solution:
-        """Read a file written by :meth:`save` (the ``.npz`` suffix may be omitted, as in save).
-        Anything else (corrupt, truncated, foreign, a newer format) raises
-        :class:`~conserve.errors.FileError`; nothing in the file is executed (no pickles)."""
-        path = str(path)
-        if not path.endswith(".npz"):
-            path += ".npz"
-        who = "Solution.load"
-        arrays = load_npz(path, who)
-        meta = json_record(arrays, "meta", path, who)
-        if meta.get("format_version") not in (1, FORMAT_VERSION):
-            raise FileError(f"{who}: {path} has format version {meta.get('format_version')}; this conserve reads "
-                            f"1…{FORMAT_VERSION} (written by a newer conserve? upgrade it).")
-        try:
-            diag = {k[5:]: a for k, a in arrays.items() if k.startswith("diag_")}
-            layout = dict(meta["layout"])
-            layout["parts"] = {k: tuple(v) for k, v in layout["parts"].items()}
-            fields = {k: arrays[k] for k in cls._arrays if k in arrays}
-            fields.setdefault("substeps", np.ones(len(fields["newton_iterations"]), np.int32))
-            solution = cls(**fields, layout=layout, diagnostics=diag, stats=dict(meta["stats"]))
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise FileError(f"{who}: {path} is not a complete conserve Solution ({type(err).__name__}: "
-                            f"{err}).") from None
-        n = len(solution.t)
-        if any(len(getattr(solution, k)) != n for k in ("q", "v", "s", "p", "theta")) or \
-                any(len(getattr(solution, k)) != n - 1 for k in ("multipliers", "newton_iterations", "work")):
-            raise FileError(f"{who}: {path} is inconsistent: its arrays do not have {n} nodes and {n - 1} steps.")
-        return solution
+        """Read a file written by :meth:`save` (:func:`conserve.export.load`); anything else raises
+        :class:`~conserve.errors.FileError`, and nothing in the file is executed."""
+        return export.load(path)
 
     def to_xarray(self):
-        """The Solution as an ``xarray.Dataset`` (xarray is optional: ``pip install xarray``).
-
-        Dimensions: ``time`` (N+1 nodes, s), ``step`` (N steps, labelled by t_{n+½}),
-        ``coordinate`` (n_q, "part.block_axis" with blocks x, d1, d2, d3), ``part``, ``body``,
-        ``axis`` (x, y, z), ``quaternion`` (w, x, y, z), ``constraint_row`` ("owner: equation"),
-        ``joint_coordinate``, ``rotor``, ``work_element``, ``dissipation_element``. Every variable
-        carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON)."""
-        try:
-            import xarray as xr
-        except ImportError:
-            raise ImportError("Solution.to_xarray needs xarray: pip install xarray (or use save/to_csv).") from None
-        labels = []
-        for name, (kind, _, n) in self.parts.items():
-            labels += [f"{name}.{b}_{c}" for b in ["x", "d1", "d2", "d3"][:n] for c in "xyz"]
-        rigid = [n for n, (_, _, k) in self.parts.items() if k == 4]
-        xyz = ("axis",)
-        data = {
-            "q": (("time", "coordinate"), self.q, "m (directors: 1)", "director coordinates"),
-            "v": (("time", "coordinate"), self.v, "m/s (directors: 1/s)", "director velocities"),
-            "position": (("time", "part", *xyz), np.stack([self[n].position for n in self.parts], 1), "m",
-                         "centre of mass"),
-            "orientation": (("time", "body", "quaternion"),
-                            np.stack([self[n].quaternion for n in rigid], 1).reshape(len(self), len(rigid), 4),
-                            "1", "unit quaternion of the body frame"),
-            "joint_coordinates": (("time", "joint_coordinate"), self.s, "rad or m", "tracked joint coordinates"),
-            "rotor_momentum": (("time", "rotor"), self.p, "kg m2/s", "axial angular momentum of hybrid rotors"),
-            "rotor_angle": (("time", "rotor"), self.theta, "rad", "spin angle of hybrid rotors"),
-            "kinetic_energy": (("time",), self.energy.kinetic, "J", "kinetic energy"),
-            "potential_energy": (("time",), self.energy.potential, "J", "potential energy"),
-            "linear_momentum": (("time", *xyz), self.linear_momentum, "kg m/s", "linear momentum"),
-            "angular_momentum": (("time", *xyz), self.angular_momentum, "kg m2/s", "angular momentum about the origin"),
-            "constraint_residual": (("time",), self.constraint_residual, "m or 1", "max |g| over all rows"),
-            "multipliers": (("step", "constraint_row"), self.multipliers, "N or N m (per row)",
-                            "Lagrange multipliers at t_{n+1/2}"),
-            "newton_iterations": (("step",), self.newton_iterations, "1", "Newton iterations"),
-            "substeps": (("step",), self.substeps, "1", "sub-steps taken"),
-            "work": (("step", "work_element"), self.work, "J", "discrete work of motors and loads"),
-            "dissipation": (("step", "dissipation_element"), self.dissipation, "J", "energy removed by dampers"),
-        }
-        t_mid = 0.5 * (self.t[1:] + self.t[:-1])
-        coords = {"time": ("time", self.t, {"units": "s"}), "step": ("step", t_mid, {"units": "s"}),
-                  "coordinate": labels, "part": list(self.parts), "body": rigid, "axis": list("xyz"),
-                  "quaternion": list("wxyz"), "constraint_row": [f"{o}: {r}" for o, r in self.constraint_rows],
-                  "joint_coordinate": list(self.layout["coordinate_names"]), "rotor": list(self.layout["rotors"]),
-                  "work_element": list(self.layout["work_names"]),
-                  "dissipation_element": list(self.layout["dissipation_names"])}
-        variables = {k: (dims, np.asarray(a), {"units": u, "long_name": ln}) for k, (dims, a, u, ln) in data.items()}
-        attrs = {"format_version": FORMAT_VERSION, "layout": json.dumps(self.layout), "stats": json.dumps(self.stats),
-                 "source": "conserve"}
-        return xr.Dataset(variables, coords=coords, attrs=attrs)
+        """The Solution as an ``xarray.Dataset`` with named dimensions and units
+        (:func:`conserve.export.to_xarray`)."""
+        return export.to_xarray(self)
 
     def to_netcdf(self, path):
-        """Write :meth:`to_xarray` to a netCDF file (needs xarray; without netCDF4/h5netcdf,
-        scipy writes netCDF3). Empty dimensions (no rotors, say) are left out: netCDF3 would
-        read a length-0 dimension as unlimited."""
-        ds = self.to_xarray()
-        ds.drop_dims([d for d, n in ds.sizes.items() if n == 0]).to_netcdf(path)
+        """Write :meth:`to_xarray` to a netCDF file (:func:`conserve.export.to_netcdf`)."""
+        export.to_netcdf(self, path)
+
+    def to_csv(self, path):
+        """Time series of energies, momenta, positions and quaternions (:func:`conserve.export.to_csv`)."""
+        export.to_csv(self, path)
 
     def animate(self, path, **options):
         """Write a 3-D animation (.gif, or .mp4 with ffmpeg): body frames, joints, ropes, rotors
@@ -396,31 +321,6 @@ class Solution:
         from .animation import animate
 
         return animate(self, path, **options)
-
-    def to_csv(self, path):
-        """Time series with a header row: t, energies, momenta, constraint residual, and per part
-        its position (and quaternion w, x, y, z for rigid bodies), as ``"<part>.x_x"`` etc. Written
-        with the csv module, so names with commas, quotes or newlines are quoted (RFC 4180) and
-        read back intact by any CSV reader."""
-        cols = {"t": self.t, "kinetic_energy": self.energy.kinetic,
-                "potential_energy": self.energy.potential, "total_energy": self.energy.total}
-        for i, c in enumerate("xyz"):
-            cols[f"linear_momentum_{c}"] = self.linear_momentum[:, i]
-        for i, c in enumerate("xyz"):
-            cols[f"angular_momentum_{c}"] = self.angular_momentum[:, i]
-        cols["constraint_residual"] = self.constraint_residual
-        for name in self.parts:
-            part = self[name]
-            for i, c in enumerate("xyz"):
-                cols[f"{name}.x_{c}"] = part.position[:, i]
-            if part._d.shape[1] == 3:
-                quat = part.quaternion
-                for i, c in enumerate("wxyz"):
-                    cols[f"{name}.q_{c}"] = quat[:, i]
-        with open(path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(cols)
-            writer.writerows([repr(float(x)) for x in row] for row in np.column_stack(list(cols.values())))
 
 
 def _directions(basis):

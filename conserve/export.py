@@ -1,0 +1,148 @@
+"""Export of a :class:`~conserve.Solution`: npz (save/load, with a format version), CSV, an
+``xarray.Dataset`` with named dimensions and units, netCDF.
+
+A Solution needs no model to be read back: it stores the coordinate layout of its parts, so
+``sol["top"].rotation`` works on a loaded file too. Loading reads arrays and JSON only (never
+pickles): anything that is not a file :func:`save` wrote raises
+:class:`~conserve.errors.FileError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+
+from .errors import FileError
+from .files import json_record, load_npz
+
+#: Version of the npz layout written by :func:`save` (2: ``substeps`` added; version 1 files
+#: still load, with one sub-step per step).
+FORMAT_VERSION = 2
+
+
+def save(sol, path):
+    """Write all arrays and metadata of ``sol`` to an .npz file (format version FORMAT_VERSION)."""
+    meta = {"format_version": FORMAT_VERSION, "layout": sol.layout, "stats": sol.stats}
+    np.savez(path, meta=json.dumps(meta), **{k: getattr(sol, k) for k in sol._arrays},
+             **{f"diag_{k}": a for k, a in sol.diagnostics.items()})
+
+
+def load(path):
+    """The Solution in a file written by :func:`save` (the ``.npz`` suffix may be omitted, as in
+    save). Anything else (corrupt, truncated, foreign, a newer format) raises
+    :class:`~conserve.errors.FileError`; nothing in the file is executed (no pickles)."""
+    from .solution import Solution
+
+    path = str(path)
+    if not path.endswith(".npz"):
+        path += ".npz"
+    who = "Solution.load"
+    arrays = load_npz(path, who)
+    meta = json_record(arrays, "meta", path, who)
+    if meta.get("format_version") not in (1, FORMAT_VERSION):
+        raise FileError(f"{who}: {path} has format version {meta.get('format_version')}; this conserve reads "
+                        f"1…{FORMAT_VERSION} (written by a newer conserve? upgrade it).")
+    try:
+        diag = {k[5:]: a for k, a in arrays.items() if k.startswith("diag_")}
+        layout = dict(meta["layout"])
+        layout["parts"] = {k: tuple(v) for k, v in layout["parts"].items()}
+        fields = {k: arrays[k] for k in Solution._arrays if k in arrays}
+        fields.setdefault("substeps", np.ones(len(fields["newton_iterations"]), np.int32))
+        solution = Solution(**fields, layout=layout, diagnostics=diag, stats=dict(meta["stats"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise FileError(f"{who}: {path} is not a complete conserve Solution ({type(err).__name__}: "
+                        f"{err}).") from None
+    n = len(solution.t)
+    if any(len(getattr(solution, k)) != n for k in ("q", "v", "s", "p", "theta")) or \
+            any(len(getattr(solution, k)) != n - 1 for k in ("multipliers", "newton_iterations", "work")):
+        raise FileError(f"{who}: {path} is inconsistent: its arrays do not have {n} nodes and {n - 1} steps.")
+    return solution
+
+
+def to_xarray(sol):
+    """``sol`` as an ``xarray.Dataset`` (xarray is optional: ``pip install xarray``).
+
+    Dimensions: ``time`` (N+1 nodes, s), ``step`` (N steps, labelled by t_{n+½}),
+    ``coordinate`` (n_q, "part.block_axis" with blocks x, d1, d2, d3), ``part``, ``body``,
+    ``axis`` (x, y, z), ``quaternion`` (w, x, y, z), ``constraint_row`` ("owner: equation"),
+    ``joint_coordinate``, ``rotor``, ``work_element``, ``dissipation_element``. Every variable
+    carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON)."""
+    try:
+        import xarray as xr
+    except ImportError:
+        raise ImportError("Solution.to_xarray needs xarray: pip install xarray (or use save/to_csv).") from None
+    labels = []
+    for name, (kind, _, n) in sol.parts.items():
+        labels += [f"{name}.{b}_{c}" for b in ["x", "d1", "d2", "d3"][:n] for c in "xyz"]
+    rigid = [n for n, (_, _, k) in sol.parts.items() if k == 4]
+    xyz = ("axis",)
+    data = {
+        "q": (("time", "coordinate"), sol.q, "m (directors: 1)", "director coordinates"),
+        "v": (("time", "coordinate"), sol.v, "m/s (directors: 1/s)", "director velocities"),
+        "position": (("time", "part", *xyz), np.stack([sol[n].position for n in sol.parts], 1), "m",
+                     "centre of mass"),
+        "orientation": (("time", "body", "quaternion"),
+                        np.stack([sol[n].quaternion for n in rigid], 1).reshape(len(sol), len(rigid), 4),
+                        "1", "unit quaternion of the body frame"),
+        "joint_coordinates": (("time", "joint_coordinate"), sol.s, "rad or m", "tracked joint coordinates"),
+        "rotor_momentum": (("time", "rotor"), sol.p, "kg m2/s", "axial angular momentum of hybrid rotors"),
+        "rotor_angle": (("time", "rotor"), sol.theta, "rad", "spin angle of hybrid rotors"),
+        "kinetic_energy": (("time",), sol.energy.kinetic, "J", "kinetic energy"),
+        "potential_energy": (("time",), sol.energy.potential, "J", "potential energy"),
+        "linear_momentum": (("time", *xyz), sol.linear_momentum, "kg m/s", "linear momentum"),
+        "angular_momentum": (("time", *xyz), sol.angular_momentum, "kg m2/s", "angular momentum about the origin"),
+        "constraint_residual": (("time",), sol.constraint_residual, "m or 1", "max |g| over all rows"),
+        "multipliers": (("step", "constraint_row"), sol.multipliers, "N or N m (per row)",
+                        "Lagrange multipliers at t_{n+1/2}"),
+        "newton_iterations": (("step",), sol.newton_iterations, "1", "Newton iterations"),
+        "substeps": (("step",), sol.substeps, "1", "sub-steps taken"),
+        "work": (("step", "work_element"), sol.work, "J", "discrete work of motors and loads"),
+        "dissipation": (("step", "dissipation_element"), sol.dissipation, "J", "energy removed by dampers"),
+    }
+    t_mid = 0.5 * (sol.t[1:] + sol.t[:-1])
+    coords = {"time": ("time", sol.t, {"units": "s"}), "step": ("step", t_mid, {"units": "s"}),
+              "coordinate": labels, "part": list(sol.parts), "body": rigid, "axis": list("xyz"),
+              "quaternion": list("wxyz"), "constraint_row": [f"{o}: {r}" for o, r in sol.constraint_rows],
+              "joint_coordinate": list(sol.layout["coordinate_names"]), "rotor": list(sol.layout["rotors"]),
+              "work_element": list(sol.layout["work_names"]),
+              "dissipation_element": list(sol.layout["dissipation_names"])}
+    variables = {k: (dims, np.asarray(a), {"units": u, "long_name": ln}) for k, (dims, a, u, ln) in data.items()}
+    attrs = {"format_version": FORMAT_VERSION, "layout": json.dumps(sol.layout), "stats": json.dumps(sol.stats),
+             "source": "conserve"}
+    return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def to_netcdf(sol, path):
+    """Write :func:`to_xarray` to a netCDF file (needs xarray; without netCDF4/h5netcdf, scipy
+    writes netCDF3). Empty dimensions (no rotors, say) are left out: netCDF3 would read a
+    length-0 dimension as unlimited."""
+    ds = to_xarray(sol)
+    ds.drop_dims([d for d, n in ds.sizes.items() if n == 0]).to_netcdf(path)
+
+
+def to_csv(sol, path):
+    """Time series with a header row: t, energies, momenta, constraint residual, and per part its
+    position (and quaternion w, x, y, z for rigid bodies), as ``"<part>.x_x"`` etc. Written with
+    the csv module, so names with commas, quotes or newlines are quoted (RFC 4180) and read back
+    intact by any CSV reader; numbers in their shortest exact form."""
+    cols = {"t": sol.t, "kinetic_energy": sol.energy.kinetic,
+            "potential_energy": sol.energy.potential, "total_energy": sol.energy.total}
+    for i, c in enumerate("xyz"):
+        cols[f"linear_momentum_{c}"] = sol.linear_momentum[:, i]
+    for i, c in enumerate("xyz"):
+        cols[f"angular_momentum_{c}"] = sol.angular_momentum[:, i]
+    cols["constraint_residual"] = sol.constraint_residual
+    for name in sol.parts:
+        part = sol[name]
+        for i, c in enumerate("xyz"):
+            cols[f"{name}.x_{c}"] = part.position[:, i]
+        if part.rigid:
+            quat = part.quaternion
+            for i, c in enumerate("wxyz"):
+                cols[f"{name}.q_{c}"] = quat[:, i]
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(cols)
+        writer.writerows([repr(float(x)) for x in row] for row in np.column_stack(list(cols.values())))
