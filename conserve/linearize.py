@@ -128,7 +128,7 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     if q.shape != state.q.shape or p.shape != state.p.shape:
         raise ModelError(f"linearize: q must have shape {state.q.shape} and p {state.p.shape}, "
                          f"got {q.shape} and {p.shape}.")
-    if any(getattr(model.row_kinds[i], "reads_spin_angles", False) for i in tree.closure_rows):
+    if any(model.row_kinds[i].reads_spin_angles for i in tree.closure_rows):
         raise ModelError("linearize: a cut constraint (a rope on a hybrid winch) involves a rotor's spin "
                          "angle; linearisation treats spin angles as cyclic and cannot keep it.")
     M, C, K, imbalance, R_vv, R_vu, Gc, Hc = (np.asarray(a) for a in

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from .discrete.forces import constraint_force
 from .errors import ModelError
 from .model.bodies import Ground, RigidBody
 from .model.joints import Joint
@@ -41,7 +42,7 @@ class Reaction(NamedTuple):
 @jax.jit
 def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
     """Generalised constraint forces −Ḡᵀλ (N, n_blocks, 3) of the steps, λ (N, n_c) kept rows."""
-    force = jax.vmap(lambda *a: model.constraint_force(*a)[0])(q0, q1, theta0, theta1, s0, s1, lam)
+    force = jax.vmap(lambda *a: constraint_force(model, *a)[0])(q0, q1, theta0, theta1, s0, s1, lam)
     return -force.reshape(force.shape[0], -1, 3)
 
 

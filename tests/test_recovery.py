@@ -43,7 +43,7 @@ def test_deep_subdivision_keeps_its_arithmetic_finite():
     import jax
     import jax.numpy as jnp
 
-    from conserve.backends.director import StepInfo
+    from conserve.discrete.scheme import StepInfo
     from conserve.backends.subdivide import subdividing
     from conserve.model.assembled import State
 

@@ -39,7 +39,7 @@ from ..model.tree import null_space, velocities
 
 def _sizes(model):
     """(n_q, n_dof, n_s, n_r): coordinates, minimal velocities, joint coordinates, rotors."""
-    n_s = sum(sl.stop - sl.start for *_, sl in model._coordinate_groups())
+    n_s = sum(sl.stop - sl.start for *_, sl in model.coordinate_groups())
     return model.n_coordinates, model.tree.n_dof, n_s, model.n_rotors
 
 
@@ -93,7 +93,7 @@ def _rates(model, t, y, lam):
     force = (jax.grad(lagrangian)(q, v, p) - jax.jvp(lambda x: dLdv(x, p), (q,), (v,))[1]
              - jax.jvp(lambda x: dLdv(q, x), (p,), (p_dot,))[1] - dD + applied - model.mass_times(H2_dot_nu))
     nu_dot = jnp.linalg.solve(H2.T @ jax.vmap(model.mass_times, 1, 1)(H2), H2.T @ force)
-    c_s = jnp.concatenate([g["damping"] for _, g, _ in model._coordinate_groups()]) if s.size else s
+    c_s = jnp.concatenate([g["damping"] for _, g, _ in model.coordinate_groups()]) if s.size else s
     return jnp.concatenate([v, nu_dot, s_dot, p_dot, rates, c_s * s_dot**2, c_r * rates**2, power])
 
 

@@ -28,12 +28,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..discrete.forces import constraint_force
 from ..discrete.newton import newton_solve
+from ..discrete.scheme import advance, equations, rotor_weights
 from ..model import loops
 from ..model.assembled import Model, State
 from ..model.tree import increments, null_space, velocities
 from ..solution import map_steps
-from .director import advance, equations, rotor_weights
 
 
 def unknowns(model: Model) -> int:
@@ -45,7 +46,7 @@ def _rows(model: Model, which, lam, q0, q1, theta0, theta1, s0, s1):
     """Ḡᵀ (n_q, len(which)): the discrete constraint gradients of the kept rows ``which``
     (the constraint force is linear in λ̃)."""
     def force(lam_w):
-        return model.constraint_force(q0, q1, theta0, theta1, s0, s1, jnp.zeros_like(lam).at[which].set(lam_w))[0]
+        return constraint_force(model, q0, q1, theta0, theta1, s0, s1, jnp.zeros_like(lam).at[which].set(lam_w))[0]
 
     return jax.jacfwd(force)(jnp.zeros(len(which), q0.dtype))
 

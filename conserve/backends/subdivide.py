@@ -8,7 +8,7 @@ sub-steps. Attempts and sub-steps are two nested ``lax.while_loop`` around one c
 backend's step, so a run with recovery compiles once and costs one loop test per step when
 nothing fails.
 
-The returned :class:`~conserve.backends.director.StepInfo` sums the Newton iterations over every
+The returned :class:`~conserve.discrete.scheme.StepInfo` sums the Newton iterations over every
 attempt, work and dissipation over the accepted attempt's sub-steps, keeps the residual history
 of the last sub-step tried and records ``substeps`` = 2^k of the accepted attempt. The
 multipliers returned are those of the last sub-step rescaled to the full step (λ̃ = (h²/2) λ):

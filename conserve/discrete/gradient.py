@@ -18,7 +18,7 @@ SMALL = 1e-6
 
 
 def discrete_gradient(energy, pi0, pi1):
-    """∇̄U(π0, π1) = ∇U(π̄) + [(U(π1) − U(π0) − ∇U(π̄)·Δπ) / |Δπ|²] Δπ  (Gonzalez 1996, eq. 3.6).
+    """``∇̄U(π0, π1) = ∇U(π̄) + [(U(π1) − U(π0) − ∇U(π̄)·Δπ) / |Δπ|²] Δπ``  (Gonzalez 1996, eq. 3.6).
 
     Satisfies the directionality ∇̄U·Δπ = U(π1) − U(π0) and consistency ∇̄U(π, π) = ∇U(π).
     For a single invariant it is the difference quotient ΔU/Δπ. The 0/0 limit is guarded by a

@@ -4,7 +4,9 @@ from .assembled import Energy, Model, State
 from .bodies import Ground, PointMass, RigidBody, ground
 from .custom import Constraint, Potential
 from .forces import CentralGravity, Force, Gravity, JointMotor, JointSpringDamper, SpringDamper, Torque
-from .rotors import Rope, Rotor, RotorState
+from .rope import Rope
+from .rotors import Rotor
+from .terms import RotorState
 from .joints import (Cylindrical, Distance, Fixed, Parallel, Perpendicular, Planar, Prismatic, Revolute,
                      Spherical, Universal)
 from .system import Assembly, Layout, System
@@ -12,4 +14,5 @@ from .system import Assembly, Layout, System
 __all__ = ["Energy", "Model", "State", "Ground", "PointMass", "RigidBody", "ground", "Constraint",
            "Potential", "CentralGravity", "Force", "Gravity", "JointMotor", "JointSpringDamper",
            "SpringDamper", "Torque", "Cylindrical", "Distance", "Fixed", "Parallel", "Perpendicular",
-           "Planar", "Prismatic", "Revolute", "Spherical", "Universal", "Rope", "Rotor", "RotorState", "Assembly", "Layout", "System"]
+           "Planar", "Prismatic", "Revolute", "Spherical", "Universal", "Rope", "Rotor", "RotorState", "Assembly",
+           "Layout", "System"]

@@ -19,9 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..discrete.gradient import discrete_gradient
 from ..kinematics.frames import GROUND_BLOCKS
-from ..kinematics.rotations import solve3
 from .terms import BodyState, Configuration, RotorState, midpoint_state
 
 
@@ -30,7 +28,7 @@ class State(NamedTuple):
     s (n_s,), per hybrid rotor its axial angular momentum p (n_r,) in kg m²/s and spin angle
     theta (n_r,) in rad relative to its master, and q_low (n_q,), the low-order part of the
     coordinates: the configuration the steps have reached is q + q_low, |q_low| ≤ ulp(q)/2
-    (compensated summation of the updates, see :func:`conserve.backends.director.advance`;
+    (compensated summation of the updates, see :func:`conserve.discrete.scheme.advance`;
     zeros at the start; carried by runs and checkpoints, not kept in a Solution)."""
 
     q: jax.Array
@@ -129,7 +127,7 @@ class Model:
         and the joint rates ṡ = ∂s/∂q v (n_s,). Rotor bearings act on the spin angles only and are
         not in R."""
         s_dot = jax.jvp(self.coordinate_values, (q,), (v,))[1]
-        c = jnp.concatenate([g["damping"] for _, g, _ in self._coordinate_groups()]) if s_dot.size else s_dot
+        c = jnp.concatenate([g["damping"] for _, g, _ in self.coordinate_groups()]) if s_dot.size else s_dot
         return 0.5 * c @ s_dot**2, s_dot
 
     def linear_momentum(self, v):
@@ -156,12 +154,12 @@ class Model:
     def n_rotors(self):
         return self.rotor_params["axial_inertia"].shape[0]
 
-    def _master_directors(self, q):
+    def master_directors(self, q):
         return q.reshape(-1, 3)[self.rotor_params["frame"][:, 1:]]  # (n_r, 3, 3), d_i in rows
 
     def rotor_axes(self, q):
         """ã_k(q) = Σ_j a_kj d_{j+1} × d_{j+2} (n_r, 3): quadratic, = the inertial spin axis on rotations."""
-        d = self._master_directors(q)
+        d = self.master_directors(q)
         pairs = jnp.cross(d[:, :, None, :], d[:, None, :, :])  # d_k × d_l
         return 0.5 * jnp.einsum("nj,jkl,nklc->nc", self.rotor_params["axis"], EPS, pairs)
 
@@ -169,46 +167,10 @@ class Model:
         """θ'_k = p_k / J_a,k − ω·a_k (n_r,) in rad/s, ω·a = ½ vᵀ A_k q."""
         if not self.n_rotors:
             return jnp.zeros((0,), q.dtype)
-        d, dv = self._master_directors(q), self._master_directors(v)
+        d, dv = self.master_directors(q), self.master_directors(v)
         alpha = jnp.einsum("nk,kij->nij", self.rotor_params["axis"], EPS)
         w = 0.5 * jnp.einsum("nij,nic,njc->n", alpha, dv, d)
         return p / self.rotor_params["axial_inertia"] - w
-
-    def rotor_step(self, t, h, state, q1, dp, dtheta):
-        """Rotor terms of the step (rotor-scheme.md §4) for increments Δp, Δθ (n_r,).
-
-        Returns
-        -------
-        force : (n_q,) Σ_k [p̄_k A_k Δq + Δp_k r_k] (gyroscopic term and corrected reaction couple)
-        r_dq : (n_r,) r_k·Δq, with r_k = T(q_m)ᵀ m_k, S(q_m) m_k = ½ (ã_k(q_n) + ã_k(q_{n+1}))
-        tau : (n_r,) motor torque minus bearing friction c Δθ/h at t_{n+½}
-        work : (n_motors,) τ_motor Δθ;  dissipation : (n_r,) c Δθ²/h
-        """
-        rp = self.rotor_params
-        q0 = state.q
-        idx = rp["frame"][:, 1:]
-        d0, d1 = self._master_directors(q0), self._master_directors(q1)
-        dm, dd = 0.5 * (d0 + d1), d1 - d0
-        pbar = state.p + 0.5 * dp
-        alpha = jnp.einsum("nk,kij->nij", rp["axis"], EPS)
-        gyro = pbar[:, None, None] * jnp.einsum("nij,njc->nic", alpha, dd)
-        S = 0.5 * (jnp.sum(dm * dm, axis=(1, 2))[:, None, None] * jnp.eye(3) - jnp.einsum("nic,nid->ncd", dm, dm))
-        m = solve3(S, 0.5 * (self.rotor_axes(q0) + self.rotor_axes(q1)))
-        r = 0.5 * jnp.cross(m[:, None, :], dm)  # (n_r, 3, 3): ½ m × d_i
-        force = jnp.zeros((q0.shape[0] // 3, 3), q0.dtype).at[idx].add(gyro + dp[:, None, None] * r).ravel()
-        r_dq = jnp.sum(r * dd, axis=(1, 2))
-        rate = dtheta / h
-        master = midpoint_state(q0.reshape(-1, 3), q1.reshape(-1, 3), rp["frame"], h)
-        motor = []
-        for k, law in enumerate(self.rotor_laws):
-            if law is not None:
-                rotor = RotorState(state.theta[k] + 0.5 * dtheta[k], rate[k], BodyState(*(x[k] for x in master)))
-                motor.append((k, law(t + 0.5 * h, rotor)))
-        tau_motor = jnp.zeros_like(dp)
-        for k, tau_k in motor:
-            tau_motor = tau_motor.at[k].set(tau_k)
-        work = jnp.stack([tau_k * dtheta[k] for k, tau_k in motor]) if motor else jnp.zeros((0,), q0.dtype)
-        return force, r_dq, tau_motor - rp["friction"] * rate, work, rp["friction"] * rate * dtheta
 
     # --- constraints ------------------------------------------------------------------
     @property
@@ -224,6 +186,21 @@ class Model:
     def _all_kept(self):
         return len(self.constraint_keep) == self._n_rows
 
+    def constraint_groups(self):
+        """(kind, params, slice of its rows in :meth:`all_constraints`) per constraint kind."""
+        out, offset = [], 0
+        for kind, p in zip(self.constraint_kinds, self.constraint_params):
+            n = len(kind.rows) * _n_elements(p)
+            out.append((kind, p, slice(offset, offset + n)))
+            offset += n
+        return out
+
+    def to_all_rows(self, kept):
+        """Values of the kept rows (n_c,) spread over all rows (dropped redundant rows 0)."""
+        if self._all_kept:
+            return kept
+        return jnp.zeros(self._n_rows, kept.dtype).at[np.asarray(self.constraint_keep, dtype=np.int64)].set(kept)
+
     @property
     def row_kinds(self):
         """The constraint kind of every kept row (n_c,), in the order of :meth:`constraints`."""
@@ -234,7 +211,7 @@ class Model:
     @property
     def couples_coordinates(self):
         """True if a constraint reads the tracked joint coordinates s (coordinate relations)."""
-        return any(getattr(k, "reads_coordinates", False) for k in self.constraint_kinds)
+        return any(k.reads_coordinates for k in self.constraint_kinds)
 
     def configuration(self, q, theta, s):
         """The :class:`Configuration` constraint kinds see: blocks, rotor spin angles, joint coordinates."""
@@ -264,36 +241,8 @@ class Model:
         where G = ∂g/∂(q, θ) must include the dependence of s on q."""
         return self.all_constraints(q, theta, self.coordinate_values(q))
 
-    def constraint_force(self, q0, q1, theta0, theta1, s0, s1, lam):
-        """(Ḡ_qᵀ λ (n_q,), Ḡ_θᵀ λ (n_r,), Ḡ_sᵀ λ (n_s,)): G(q_{n+½}, θ_{n+½}, s_{n+½})ᵀλ for
-        quadratic kinds (exact discrete derivative), the invariant-space discrete gradient of
-        λ·outer(π) for kinds with ``outer``. The s part acts on q through the exact discrete
-        derivatives ∇̄s of the joint coordinates (``coordinate_load`` of :meth:`discrete_forces`)."""
-        lam_all = lam if self._all_kept else \
-            jnp.zeros(self._n_rows, q0.dtype).at[np.asarray(self.constraint_keep, dtype=np.int64)].set(lam)
-        C0, C1 = self.configuration(q0, theta0, s0), self.configuration(q1, theta1, s1)
-        cotangents, offset = [], 0
-        for kind, p in zip(self.constraint_kinds, self.constraint_params):
-            n, r = _n_elements(p), len(kind.rows)
-            lk = lam_all[offset:offset + n * r].reshape(n, r)
-            offset += n * r
-            if hasattr(kind, "outer"):
-                def dg(pe, a, b, le, kind=kind):
-                    return discrete_gradient(lambda pi: le @ kind.outer(pe, pi), a, b)
-                lk = jax.vmap(dg)(p, kind.invariants(p, C0), kind.invariants(p, C1), lk)
-            cotangents.append(lk)
-
-        def fields(q, theta, s):
-            C = self.configuration(q, theta, s)
-            return [k.invariants(p, C) if hasattr(k, "outer") else k.residual(p, C)
-                    for k, p in zip(self.constraint_kinds, self.constraint_params)]
-
-        if not cotangents:
-            return jnp.zeros_like(q0), jnp.zeros_like(theta0), jnp.zeros_like(s0)
-        return jax.vjp(fields, 0.5 * (q0 + q1), 0.5 * (theta0 + theta1), 0.5 * (s0 + s1))[1](cotangents)
-
     # --- joint coordinates (spring-damper-motor elements) -------------------------------
-    def _coordinate_groups(self):
+    def coordinate_groups(self):
         """(kind, params, slice into s) per coordinate kind."""
         out, offset = [], 0
         for kind, p in zip(self.coordinate_kinds, self.coordinate_params):
@@ -305,15 +254,8 @@ class Model:
     def coordinate_values(self, q):
         """Joint coordinates computed from q (angles in (−π, π]): the initial s."""
         Q = self.blocks(q)
-        vals = [jax.vmap(k.geometry.value)(k.geometry.invariants(p, Q)) for k, p, _ in self._coordinate_groups()]
+        vals = [jax.vmap(k.geometry.value)(k.geometry.invariants(p, Q)) for k, p, _ in self.coordinate_groups()]
         return jnp.concatenate(vals) if vals else jnp.zeros((0,), q.dtype)
-
-    def coordinate_increments(self, q0, q1):
-        """Exact increments Δs (n_s,) of the joint coordinates over a step."""
-        Q0, Q1 = self.blocks(q0), self.blocks(q1)
-        ds = [jax.vmap(k.geometry.increment)(k.geometry.invariants(p, Q0), k.geometry.invariants(p, Q1))[0]
-              for k, p, _ in self._coordinate_groups()]
-        return jnp.concatenate(ds) if ds else jnp.zeros((0,), q0.dtype)
 
     # --- energy -----------------------------------------------------------------------
     def potential_energy(self, q, s):
@@ -322,71 +264,9 @@ class Model:
         total = jnp.zeros((), q.dtype)
         for k, p in zip(self.potential_kinds, self.potential_params):
             total = total + jnp.sum(jax.vmap(k.energy)(p, k.invariants(p, Q)))
-        for _, p, sl in self._coordinate_groups():
+        for _, p, sl in self.coordinate_groups():
             total = total + jnp.sum(0.5 * p["stiffness"] * (s[sl] - p["rest"]) ** 2)
         return total
-
-    # --- discrete forces --------------------------------------------------------------
-    def discrete_forces(self, t, h, state: State, q1, coordinate_load=None):
-        """All non-constraint discrete forces of the step t -> t + h.
-
-        ``coordinate_load`` (n_s,), optional: generalized forces w along the joint coordinates
-        (N m or N) added to the springs', dampers' and motors' (constraint forces of coordinate
-        relations); it does no work of its own accounting.
-
-        Returns
-        -------
-        f : (n_q,) ∇̄V(q_n, q_{n+1}) + Σ w ∇̄s − F̄ (potentials, joint springs-dampers-motors,
-            applied loads), so that f·Δq = ΔV + D − W exactly
-        s1 : (n_s,) joint coordinates at t + h
-        work : (n_w,) discrete work of each motor and load (J)
-        dissipation : (n_s,) energy each joint damper removes, c Δs²/h ≥ 0 (J)
-        """
-        q0, s0 = state.q, state.s
-        qm = 0.5 * (q0 + q1)
-        Q0, Q1 = self.blocks(q0), self.blocks(q1)
-        tm = t + 0.5 * h
-        invariants, cotangents = [], []
-        # potentials through their invariants (DESIGN §5)
-        for k, p in zip(self.potential_kinds, self.potential_params):
-            dg = getattr(k, "discrete_gradient", None)
-            if dg is None:
-                def dg(pe, a, b, k=k):
-                    return discrete_gradient(partial(k.energy, pe), a, b)
-            invariants.append(k.invariants)
-            cotangents.append(jax.vmap(dg)(p, k.invariants(p, Q0), k.invariants(p, Q1)))
-        # joint coordinates: w ∇̄s with ∇̄s = ∇π(q_m)ᵀ ∂̄s/∂π
-        s1, work, dissipation = [], [], []
-        for k, p, sl in self._coordinate_groups():
-            ds, dsdpi = jax.vmap(k.geometry.increment)(k.geometry.invariants(p, Q0), k.geometry.invariants(p, Q1))
-            s_mid = s0[sl] + 0.5 * ds
-            rate = ds / h
-            w = p["stiffness"] * (s_mid - p["rest"]) + p["damping"] * rate
-            if coordinate_load is not None:
-                w = w + coordinate_load[sl]
-            if k.motor is not None:
-                a_state = midpoint_state(Q0, Q1, p["frame_a"], h)
-                tau = jax.vmap(k.motor, in_axes=(None, 0, 0, 0))(tm, s_mid, rate, a_state)
-                w = w - tau
-                work.append(tau * ds)
-            invariants.append(k.geometry.invariants)
-            cotangents.append(w[:, None] * dsdpi)
-            s1.append(s0[sl] + ds)
-            dissipation.append(p["damping"] * ds * rate)
-        params = list(self.potential_params) + [p for _, p, _ in self._coordinate_groups()]
-
-        def all_invariants(q):
-            Q = self.blocks(q)
-            return [fn(p, Q) for fn, p in zip(invariants, params)]
-
-        f = jax.vjp(all_invariants, qm)[1](cotangents)[0] if invariants else jnp.zeros_like(q0)
-        # applied loads at the midpoint
-        for k, p in zip(self.load_kinds, self.load_params):
-            force, w_load = k.generalized_force(p, Q0, Q1, tm, h)
-            f = f - force[:-4].ravel()
-            work.append(w_load)
-        cat = lambda xs: jnp.concatenate(xs) if xs else jnp.zeros((0,), q0.dtype)  # noqa: E731
-        return f, cat(s1), cat(work), cat(dissipation)
 
     def applied_forces(self, t, q, v, s, theta, p):
         """Motor and load forces of the continuous equations at (t, q, q̇): the h -> 0 limit of the
@@ -403,7 +283,7 @@ class Model:
         Qa, Qb = self.blocks(q - 0.5 * v), self.blocks(q + 0.5 * v)
         s_dot = jax.jvp(self.coordinate_values, (q,), (v,))[1]
         torque, power = jnp.zeros_like(s), []
-        for k, prm, sl in self._coordinate_groups():
+        for k, prm, sl in self.coordinate_groups():
             if k.motor is not None:
                 tau = jax.vmap(k.motor, in_axes=(None, 0, 0, 0))(t, s[sl], s_dot[sl],
                                                                  midpoint_state(Qa, Qb, prm["frame_a"], 1.0))

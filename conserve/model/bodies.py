@@ -8,11 +8,16 @@ body axes in the inertial frame; its mass matrix is M = kron(μ, I3) with
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import InvalidInertia, InvalidMass, ModelError
 from ..kinematics.rotations import as_rotation_matrix
-from .terms import DirectorOrthonormality, Term
+import jax.numpy as jnp
+
+from .elements import ConstraintKind, Element
+from .terms import Term
 
 #: Relative tolerance of the symmetry and triangle-inequality checks of inertia tensors.
 INERTIA_TOL = 1e-12
@@ -86,7 +91,29 @@ def euler_tensor(J):
     return 0.5 * np.trace(J) * np.eye(3) - J
 
 
-class Part:
+@dataclass(frozen=True)
+class DirectorOrthonormality(ConstraintKind):
+    """Internal constraints of a rigid body (DESIGN §3): ½(d_i·d_i − 1) = 0, d_i·d_j = 0 (i<j).
+
+    params: ``frame`` (n, 4) block indices. Residual (n, 6), dimensionless.
+    """
+
+    rows = ("|d1|²", "|d2|²", "|d3|²", "d1·d2", "d1·d3", "d2·d3")
+
+    def residual(self, p, Q):
+        d = Q[p["frame"][:, 1:]]  # (n, 3, 3), d_i in row i
+        g = jnp.einsum("nik,njk->nij", d, d)
+        return jnp.stack([0.5 * (g[:, 0, 0] - 1.0), 0.5 * (g[:, 1, 1] - 1.0), 0.5 * (g[:, 2, 2] - 1.0),
+                          g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], axis=1)
+
+    def magnitude(self, p, Q):
+        d = jnp.abs(Q[p["frame"][:, 1:]])
+        g = jnp.einsum("nik,njk->nij", d, d)
+        return jnp.stack([0.5 * (g[:, 0, 0] + 1.0), 0.5 * (g[:, 1, 1] + 1.0), 0.5 * (g[:, 2, 2] + 1.0),
+                          g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], axis=1)
+
+
+class Part(Element):
     """A part of the system that owns coordinate blocks (3-vectors) of q."""
 
     n_blocks = 0
@@ -105,6 +132,9 @@ class Part:
     def initial_rates(self):
         """Initial velocity blocks (n_blocks, 3)."""
         raise NotImplementedError
+
+    def parts(self):
+        return () if isinstance(self, Ground) else (self,)
 
     def terms(self, layout):
         return []
@@ -172,7 +202,7 @@ class RigidBody(Part):
         return self.rotation @ np.asarray(U, float)
 
     def terms(self, layout):
-        return [Term(DirectorOrthonormality, {"frame": layout.frame(self)}, self.name)]
+        return [Term(DirectorOrthonormality(), {"frame": layout.frame(self)}, self.name)]
 
 
 class PointMass(Part):

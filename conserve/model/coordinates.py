@@ -22,9 +22,11 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 
 from ..kinematics.frames import material_point, material_vector
+from .elements import ConstraintKind, CoordinateGeometry
 
 
-class Angle:
+@dataclass(frozen=True)
+class Angle(CoordinateGeometry):
     """Relative rotation angle θ about a joint axis n (rotor-scheme.md §5).
 
     π = (b·e1, b·e2) with e1, e2 ⟂ n body vectors of A (e1 × e2 = n) and b ⟂ n of B; θ = atan2(π2, π1).
@@ -60,7 +62,8 @@ class Angle:
         return dtheta, ratio * jnp.stack([-mid[1], mid[0]])
 
 
-class Slide:
+@dataclass(frozen=True)
+class Slide(CoordinateGeometry):
     """Slide s = u_A·(x_B − x_A) along a body axis u of A (prismatic, cylindrical). Bilinear:
     Δs = Δπ, ∂̄s/∂π = 1. params: ``frame_a``, ``at_a``, ``u``, ``frame_b``, ``at_b``."""
 
@@ -81,8 +84,9 @@ class Slide:
         return pi1[0] - pi0[0], jnp.ones(1, pi0.dtype)
 
 
-class Length:
-    """Distance ℓ = |x_B − x_A| between two material points; π = ℓ², Δℓ = Δπ/(ℓ_n + ℓ_{n+1}),
+@dataclass(frozen=True)
+class Length(CoordinateGeometry):
+    """Distance ℓ = ``|x_B − x_A|`` between two material points; π = ℓ², Δℓ = Δπ/(ℓ_n + ℓ_{n+1}),
     ∂̄ℓ/∂π = 1/(ℓ_n + ℓ_{n+1}) (exact, no 0/0 unless both lengths vanish).
     params: ``frame_a``, ``at_a``, ``frame_b``, ``at_b``."""
 
@@ -106,11 +110,35 @@ class Length:
 
 @dataclass(frozen=True)
 class CoordinateElement:
-    """Kind of spring-damper-motor elements on one coordinate geometry.
+    """The kind of spring-damper-motor elements on one coordinate geometry.
 
     params: the geometry's, plus ``stiffness`` k, ``rest`` s_0, ``damping`` c (n,):
-    U = ½ k (s − s_0)², damping force c ṡ; ``motor(t, s, s_dot) -> τ`` (N m or N) or None.
+    U = ½ k (s − s_0)², damping force c ṡ; ``motor(t, s, s_dot, a_state) -> τ`` (N m or N) or None.
     """
 
-    geometry: type
+    geometry: CoordinateGeometry
     motor: object = None
+
+
+@dataclass(frozen=True)
+class CoordinateRelation(ConstraintKind):
+    """A linear relation between tracked joint coordinates: Σ_i c_i s_i − c0 = 0 (a gear, a belt,
+    a winch rope on a full-body drum: ℓ − r α = L0 − r α0).
+
+    Each s_i is carried in the state with an exact discrete increment, s_{n+1} = s_n + Δs_i(q_n,
+    q_{n+1}), so the step enforces g(s_{n+1}) = 0 and its discrete Jacobian Ḡ = Σ_i c_i ∇̄s_i
+    satisfies Ḡ·Δq = Δg exactly: the relation does no work. The ∇̄s_i are invariant under rigid
+    motions, so momentum is conserved as well.
+
+    params: ``coordinates`` (n, k) indices into s (filled at assembly from the terms' ``links``),
+    ``coefficients`` (n, k), ``value`` c0 (n,).
+    """
+
+    rows = ("relation",)
+    reads_coordinates = True
+
+    def residual(self, p, C):
+        return (jnp.sum(p["coefficients"] * C.s[p["coordinates"]], axis=1) - p["value"])[:, None]
+
+    def magnitude(self, p, C):
+        return (jnp.sum(jnp.abs(p["coefficients"] * C.s[p["coordinates"]]), axis=1) + jnp.abs(p["value"]))[:, None]

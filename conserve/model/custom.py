@@ -12,15 +12,63 @@ momentum only when the residual is itself quadratic.
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
-from ..kinematics.frames import Frame
-from .laws import FRAME, Law
+from ..kinematics.frames import Frame, frames_of
 from .bodies import Ground, Part
-from .terms import Term, UserConstraint, UserPotential
+from .elements import ConstraintElement, ForceElement, InvariantConstraintKind, PotentialKind
+from .laws import FRAME, Law
+from .terms import Term
+
+
+@dataclass(frozen=True, eq=False)
+class UserConstraint(InvariantConstraintKind):
+    """A user's holonomic constraint g = outer(π(frames)) with a discrete gradient in π-space.
+
+    ``invariants(*frames) -> (k,)`` (default: the parts' coordinates themselves, which makes
+    the discrete gradient Gonzalez's and conserves energy but not necessarily momentum) and
+    ``outer(pi) -> (rows,)``; ``rows``: equation labels. params: ``frames`` (n, n_parts, 4).
+    """
+
+    invariant_fn: object
+    outer_fn: object
+    rows: tuple = ("g",)
+
+    def invariants(self, p, Q):
+        return jax.vmap(lambda f: jnp.atleast_1d(self.invariant_fn(*frames_of(Q, f))))(p["frames"])
+
+    def outer(self, p_e, pi):
+        return jnp.atleast_1d(self.outer_fn(pi))
+
+    def residual(self, p, Q):
+        return jax.vmap(lambda pe, pi: self.outer(pe, pi))(p, self.invariants(p, Q))
+
+    def magnitude(self, p, Q):
+        """The user's function is opaque: 1 + the largest coordinate of its parts, per row."""
+        size = jax.vmap(lambda f: 1.0 + jnp.max(jnp.abs(Q[f])))(p["frames"])
+        return jnp.broadcast_to(size[:, None], (size.shape[0], len(self.rows)))
+
+
+@dataclass(frozen=True, eq=False)
+class UserPotential(PotentialKind):
+    """A user's potential U(π) of quadratic invariants π = invariants(*frames) (k,).
+
+    params: ``frames`` (n, n_parts, 4).
+    """
+
+    invariant_fn: object
+    energy_fn: object
+
+    def invariants(self, p, Q):
+        return jax.vmap(lambda f: jnp.atleast_1d(self.invariant_fn(*frames_of(Q, f))))(p["frames"])
+
+    def energy(self, p_e, pi):
+        return self.energy_fn(pi)
 
 
 def _check_parts(name, parts):
@@ -34,7 +82,7 @@ def _coordinates_of(*frames):
     return jnp.concatenate([jnp.concatenate([f.position[None], f.directors]).ravel() for f in frames])
 
 
-class Constraint:
+class Constraint(ConstraintElement):
     """A holonomic constraint g(frames) = 0 with ``rows`` equations.
 
     Parameters
@@ -85,7 +133,7 @@ class Constraint:
         return [Term(self.kind, {"frames": [layout.frame(p) for p in self._parts]}, self.name)]
 
 
-class Potential:
+class Potential(ForceElement):
     """A potential U(π) of invariants π = ``invariants(*frames)`` (k,), quadratic in the coordinates.
 
     Its discrete force is ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}) (DESIGN §5): exact energy balance, and

@@ -9,16 +9,100 @@ step is reported in the Solution, so that E_n − E_0 = W_n − D_n can be check
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
+from ..kinematics.frames import material_point
 from .bodies import Ground, PointMass, RigidBody
 from .coordinates import CoordinateElement, Length
+from .elements import ForceElement, LoadKind, PotentialKind
 from .joints import Joint
 from .laws import BODY, SCALAR, Law, as_array
-from .terms import CentralGravity as CentralGravityKind
-from .terms import Load, Term, UniformGravity
+from .terms import Term, midpoint_state
+
+
+# --- kinds ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UniformGravity(PotentialKind):
+    """V = −m g·x for a mass m at the material point x = φ + X_i d_i (a part's centre of mass,
+    X = 0, or a hybrid rotor's centre on its master).
+
+    Invariant π = g·x (linear; in m²/s²), energy U = −m π in J.
+    params: ``frame`` (n, 4), ``at`` (n, 3), ``mass`` (n,) in kg, ``g`` (n, 3) in m/s².
+    """
+
+    def invariants(self, p, Q):
+        return jnp.sum(p["g"] * material_point(Q, p["frame"], p["at"]), axis=1, keepdims=True)
+
+    def energy(self, p, pi):
+        return -p["mass"] * pi[0]
+
+
+@dataclass(frozen=True)
+class CentralGravityPotential(PotentialKind):
+    """Newtonian point-mass gravity of a centre at the origin: V = −μ m / |x| for a mass m at the
+    material point x (as :class:`UniformGravity`).
+
+    Invariant s = |x|² (quadratic, rotation invariant about the origin ⇒ angular momentum about
+    the origin is conserved); closed-form discrete gradient without 0/0 (rotor-scheme.md §3):
+    Q = μ m / (√s0 √s1 (√s0 + √s1)).
+    params: ``frame`` (n, 4), ``at`` (n, 3), ``mass`` (n,), ``mu`` (n,) in m³/s².
+    """
+
+    def invariants(self, p, Q):
+        x = material_point(Q, p["frame"], p["at"])
+        return jnp.sum(x * x, axis=1, keepdims=True)
+
+    def energy(self, p, pi):
+        return -p["mu"] * p["mass"] / jnp.sqrt(pi[0])
+
+    def discrete_gradient(self, p, pi0, pi1):
+        r0, r1 = jnp.sqrt(pi0), jnp.sqrt(pi1)
+        return p["mu"] * p["mass"] / (r0 * r1 * (r0 + r1))
+
+
+@dataclass(frozen=True)
+class Load(LoadKind):
+    """Applied force at a body point and/or pure torque, constant or ``fn(t, state)``.
+
+    Generalized force (DESIGN §3): f_φ = F, f_{d_i} = X_i F + ½ m × d_i, evaluated at the
+    midpoint q_{n+½} and t_{n+½}; its discrete work f·Δq is reported per step.
+    params: ``frame`` (n, 4), ``at`` (n, 3), ``force`` (n, 3), ``torque`` (n, 3).
+    ``body_axes``: force and torque given in body axes (rotated by the midpoint directors).
+    """
+
+    force_fn: object = None
+    torque_fn: object = None
+    body_axes: bool = False
+
+    def generalized_force(self, p, Q0, Q1, t, h):
+        frame = p["frame"]
+        dQ = Q1 - Q0
+        state = midpoint_state(Q0, Q1, frame, h)
+        d, dd = jnp.swapaxes(state.rotation, 1, 2), dQ[frame[:, 1:]]  # midpoint directors in rows, Δd_i
+        F, M = p["force"], p["torque"]
+        if self.force_fn is not None:
+            F = jax.vmap(self.force_fn, in_axes=(None, 0))(t, state)
+        if self.torque_fn is not None:
+            M = jax.vmap(self.torque_fn, in_axes=(None, 0))(t, state)
+        if self.body_axes:
+            F = jnp.einsum("ni,nij->nj", F, d)
+            M = jnp.einsum("ni,nij->nj", M, d)
+        f_phi = F
+        f_d = p["at"][:, :, None] * F[:, None, :] + 0.5 * jnp.cross(M[:, None, :], d)
+        force = jnp.zeros_like(Q0).at[frame[:, 0]].add(f_phi).at[frame[:, 1:]].add(f_d)
+        work = jnp.sum(f_phi * dQ[frame[:, 0]], axis=1) + jnp.sum(f_d * dd, axis=(1, 2))
+        return force, work
+
+
+
+# --- elements ------------------------------------------------------------------------------
 
 
 def _vec3(name, what, value):
@@ -38,7 +122,7 @@ def _massive(parts, name):
     return parts
 
 
-class _Field:
+class _Field(ForceElement):
     """A force field acting on every mass of the system (or of ``parts`` and the hybrid rotors they
     carry): one term of ``kind`` per mass, with the field's own parameters."""
 
@@ -65,7 +149,7 @@ class Gravity(_Field):
     Its potential V = −Σ m g·x_c is linear in q, so the midpoint gradient is exact (DESIGN §5).
     """
 
-    kind = UniformGravity
+    kind = UniformGravity()
 
     def __init__(self, g=(0.0, 0.0, -9.81), parts=None, name="gravity"):
         super().__init__(parts, name)
@@ -83,7 +167,7 @@ class CentralGravity(_Field):
     mass (or ``parts``): ``V = −μ m / |x_c|`` (no gravity-gradient torque). Conserves angular momentum
     about the origin exactly (closed-form invariant discrete gradient, rotor-scheme.md §3)."""
 
-    kind = CentralGravityKind
+    kind = CentralGravityPotential()
 
     def __init__(self, mu, parts=None, name="central gravity"):
         super().__init__(parts, name)
@@ -113,7 +197,7 @@ def _load_function(name, what, value, axes):
     return None, _vec3(name, what, value), None
 
 
-class Force:
+class Force(ForceElement):
     """Applied force F (N) at a point of a part, and/or pure torque (N m).
 
     Parameters
@@ -162,7 +246,7 @@ def Torque(part, torque, *, frame="inertial", name=None):
     return Force(part, torque=torque, frame=frame, name=name or f"torque on {part.name}")
 
 
-class _CoordinateForce:
+class _CoordinateForce(ForceElement):
     """Base of elements acting on one joint coordinate (spring, damper, motor)."""
 
     def __init__(self, name, stiffness, damping, rest, motor):
@@ -216,8 +300,11 @@ class SpringDamper(_CoordinateForce):
     def parts(self):
         return tuple(p for p in (self.a, self.b) if not isinstance(p, Ground))
 
+    def sketch(self):
+        return ("spring", self.a, self.at_a, self.b, self.at_b)
+
     def terms(self, layout):
-        return [self._term(Length, {"frame_a": layout.frame(self.a), "at_a": self.at_a,
+        return [self._term(Length(), {"frame_a": layout.frame(self.a), "at_a": self.at_a,
                                     "frame_b": layout.frame(self.b), "at_b": self.at_b})]
 
 

@@ -27,13 +27,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import jax.numpy as jnp
 import numpy as np
 
 from ..errors import InconsistentInitialState, ModelError
-from .bodies import Part
+from ..kinematics.frames import material_point, material_vector, point_magnitude, vector_magnitude
+from .bodies import Ground, Part
 from .coordinates import Angle, Slide
-from .terms import Distance as DistanceKind
-from .terms import PointCoincidence, PointOffset, Term, VectorDot
+from .elements import ConstraintElement, ConstraintKind
+from .terms import Term
 
 #: Largest |u·w| accepted where two given axes must be perpendicular.
 PERPENDICULAR_TOL = 1e-9
@@ -60,6 +62,86 @@ def perpendicular_basis(n):
     e1 = np.cross(n, np.eye(3)[k])
     e1 /= np.linalg.norm(e1)
     return e1, np.cross(n, e1)
+
+
+# --- the four quadratic constraint kinds every joint is made of -------------------------------
+
+
+@dataclass(frozen=True)
+class PointCoincidence(ConstraintKind):
+    """Two material points coincide: x_A − x_B = 0 (Thompson's spherical constraint). Linear.
+
+    params: ``frame_a``, ``frame_b`` (n, 4); ``at_a``, ``at_b`` (n, 3) body points in m.
+    Residual (n, 3) in m; its multiplier λ is the force in N the joint exerts on B (on A: −λ).
+    """
+
+    rows = ("x", "y", "z")
+
+    def residual(self, p, Q):
+        return material_point(Q, p["frame_a"], p["at_a"]) - material_point(Q, p["frame_b"], p["at_b"])
+
+    def magnitude(self, p, Q):
+        return point_magnitude(Q, p["frame_a"], p["at_a"]) + point_magnitude(Q, p["frame_b"], p["at_b"])
+
+
+@dataclass(frozen=True)
+class VectorDot(ConstraintKind):
+    """u_A · w_B = c for body-fixed vectors u of A and w of B (Thompson's perpendicular
+    constraint for c = 0). Bilinear, hence quadratic.
+
+    params: ``frame_a``, ``u`` (n, 3), ``frame_b``, ``w`` (n, 3), ``c`` (n,). Residual (n, 1).
+    """
+
+    rows = ("u·w",)
+
+    def residual(self, p, Q):
+        u = material_vector(Q, p["frame_a"], p["u"])
+        w = material_vector(Q, p["frame_b"], p["w"])
+        return (jnp.sum(u * w, axis=1) - p["c"])[:, None]
+
+    def magnitude(self, p, Q):
+        u = vector_magnitude(Q, p["frame_a"], p["u"])
+        w = vector_magnitude(Q, p["frame_b"], p["w"])
+        return (jnp.sum(u * w, axis=1) + jnp.abs(p["c"]))[:, None]
+
+
+@dataclass(frozen=True)
+class PointOffset(ConstraintKind):
+    """u_A · (x_B − x_A) = c: B's point stays in a plane of A normal to the body vector u.
+
+    params: ``frame_a``, ``at_a``, ``u``, ``frame_b``, ``at_b``, ``c``. Residual (n, 1) in m.
+    Bilinear (u linear in A's directors times a linear difference), hence quadratic.
+    """
+
+    rows = ("u·(xB−xA)",)
+
+    def residual(self, p, Q):
+        u = material_vector(Q, p["frame_a"], p["u"])
+        r = material_point(Q, p["frame_b"], p["at_b"]) - material_point(Q, p["frame_a"], p["at_a"])
+        return (jnp.sum(u * r, axis=1) - p["c"])[:, None]
+
+    def magnitude(self, p, Q):
+        u = vector_magnitude(Q, p["frame_a"], p["u"])
+        r = point_magnitude(Q, p["frame_b"], p["at_b"]) + point_magnitude(Q, p["frame_a"], p["at_a"])
+        return (jnp.sum(u * r, axis=1) + jnp.abs(p["c"]))[:, None]
+
+
+@dataclass(frozen=True)
+class PointDistance(ConstraintKind):
+    """½(|x_A − x_B|² − L²) = 0: two material points at fixed distance L (massless rod).
+
+    params: ``frame_a``, ``at_a``, ``frame_b``, ``at_b``, ``length`` (n,) in m. Residual (n, 1) in m².
+    """
+
+    rows = ("|xA−xB|",)
+
+    def residual(self, p, Q):
+        r = material_point(Q, p["frame_a"], p["at_a"]) - material_point(Q, p["frame_b"], p["at_b"])
+        return 0.5 * (jnp.sum(r * r, axis=1) - p["length"] ** 2)[:, None]
+
+    def magnitude(self, p, Q):
+        r = point_magnitude(Q, p["frame_a"], p["at_a"]) + point_magnitude(Q, p["frame_b"], p["at_b"])
+        return 0.5 * (jnp.sum(r * r, axis=1) + p["length"] ** 2)[:, None]
 
 
 @dataclass(frozen=True)
@@ -90,10 +172,12 @@ class JointMotion:
         return len(self.rot_a) + len(self.rot_b) + len(self.slide_u)
 
 
-class Joint:
-    """Base of all joints: two parts ``a`` and ``b`` and a name for messages."""
+class Joint(ConstraintElement):
+    """Base of all joints: two parts ``a`` and ``b`` and a name for messages; ``at_a``, ``at_b``
+    the body points where they meet (None for joints without one, such as Parallel)."""
 
     n_constraints = 0
+    at_a = at_b = None
 
     def __init__(self, a, b, name=None):
         for p in (a, b):
@@ -105,7 +189,10 @@ class Joint:
             raise ModelError(f"joint '{self.name}': joins part '{a.name}' to itself.")
 
     def parts(self):
-        return (self.a, self.b)
+        return tuple(p for p in (self.a, self.b) if not isinstance(p, Ground))
+
+    def sketch(self):
+        return None if self.at_a is None else ("joint", self.a, self.at_a, self.b, self.at_b)
 
     def __repr__(self):
         return f"{type(self).__name__}({self.name!r})"
@@ -147,15 +234,15 @@ class Joint:
         return {"frame_a": layout.frame(self.a), "frame_b": layout.frame(self.b)}
 
     def _coincide(self, layout, X_a, X_b):
-        return Term(PointCoincidence, {**self._frames(layout), "at_a": X_a, "at_b": X_b}, self.name)
+        return Term(PointCoincidence(), {**self._frames(layout), "at_a": X_a, "at_b": X_b}, self.name)
 
     def _dot(self, layout, u_a, w_b, label, c=0.0):
         """u (body vector of a) · w (body vector of b) = c."""
-        return Term(VectorDot, {**self._frames(layout), "u": u_a, "w": w_b, "c": c}, self.name, (label,))
+        return Term(VectorDot(), {**self._frames(layout), "u": u_a, "w": w_b, "c": c}, self.name, (label,))
 
     def _offset(self, layout, X_a, u_a, X_b, label):
         """u_a · (x_b − x_a) = 0."""
-        return Term(PointOffset, {**self._frames(layout), "at_a": X_a, "u": u_a, "at_b": X_b, "c": 0.0},
+        return Term(PointOffset(), {**self._frames(layout), "at_a": X_a, "u": u_a, "at_b": X_b, "c": 0.0},
                     self.name, (label,))
 
     def _initial_dot(self, u_a, w_b):
@@ -177,8 +264,8 @@ class Joint:
                              f"it has: {', '.join(self.coordinates) or 'none'}.")
         g = self._geometry
         if which == "angle":
-            return Angle, {**self._frames(layout), "e1": g["e1_a"], "e2": g["e2_a"], "b": g["e1_b"]}
-        return Slide, {**self._frames(layout), "at_a": self.at_a, "u": g["n_a"], "at_b": self.at_b}
+            return Angle(), {**self._frames(layout), "e1": g["e1_a"], "e2": g["e2_a"], "b": g["e1_b"]}
+        return Slide(), {**self._frames(layout), "at_a": self.at_a, "u": g["n_a"], "at_b": self.at_b}
 
 
 class Spherical(Joint):
@@ -359,7 +446,7 @@ class Distance(Joint):
 
     def terms(self, layout):
         p = {**self._frames(layout), "at_a": self.at_a, "at_b": self.at_b, "length": self.length}
-        return [Term(DistanceKind, p, self.name)]
+        return [Term(PointDistance(), p, self.name)]
 
 
 class Perpendicular(Joint):

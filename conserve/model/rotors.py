@@ -1,6 +1,6 @@
-"""Balanced rotors on a master body: hybrid spin coordinates (DESIGN §7, rotor-scheme.md §4),
-the same rotor as a full body for comparison, and the winch rope that couples a spin angle to
-a rope length.
+"""Balanced rotors on a master body: hybrid spin coordinates (DESIGN §7, rotor-scheme.md §4) and
+the same rotor as a full body for comparison (the winch rope that couples a spin angle to a rope
+length is :mod:`.rope`).
 
 A hybrid rotor adds one spin angle θ (and its axial momentum p) to the state and nothing to
 the constraints: its mass and *transverse* inertia join the master's constant mass matrix, its
@@ -15,13 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidInertia, InvalidMass, ModelError
-from .bodies import Ground, RigidBody, _check_mass, _check_name, _vector
-from .coordinates import CoordinateElement, Length
+from .bodies import RigidBody, _check_mass, _check_name, _vector
+from .elements import Element
 from .forces import JointMotor, JointSpringDamper
-from .joints import Joint, Revolute
+from .joints import Revolute
 from .laws import ROTOR, SCALAR, Law, as_array
-from .terms import CoordinateRelation, RotorState, Term
-from .terms import Rope as RopeKind
+from .terms import RotorState
 
 #: Relative tolerance of the axisymmetry and balance checks.
 ROTOR_TOL = 1e-9
@@ -56,7 +55,7 @@ def rotor_mass_blocks(mass, transverse, axis, offset):
     return mu
 
 
-class Rotor:
+class Rotor(Element):
     """A balanced, axisymmetric rotor spinning on a master body.
 
     Parameters
@@ -186,56 +185,3 @@ class Rotor:
             elements.append(JointMotor(joint, lambda t, s, sd, master: law(t, RotorState(s, sd, master)),
                                        name=f"{self.name} motor"))
         return elements
-
-
-class Rope(Joint):
-    """Massless inextensible rope from a point of ``a`` to a point of ``b`` whose free length
-    L = L0 + r (α − α0) is paid out by the rotor ``winch`` turning by α (P5).
-    ``points=(x_a, x_b)`` world at the start or ``at_a``/``at_b``; ``radius`` r in m (negative to
-    wind the other way), ``length`` L0 (default: the initial distance).
-
-    With a hybrid winch, α is its spin angle θ and the constraint ``½(|x_a − x_b|² − L²) = 0`` is
-    quadratic in (q, θ). With a full-body winch (``model="body"``), α is the drum joint's angle,
-    tracked in the state like any joint coordinate, and the rope is the coordinate relation
-    ℓ − r α = L0 − r α0 with ``ℓ = |x_a − x_b|`` (:class:`~conserve.model.terms.CoordinateRelation`).
-    """
-
-    n_constraints = 1
-
-    def __init__(self, a, b, winch, radius, points=None, *, at_a=None, at_b=None, length=None, name=None):
-        super().__init__(a, b, name)
-        if not isinstance(winch, Rotor):
-            raise ModelError(f"rope '{self.name}': the winch must be a Rotor, got {winch!r}.")
-        self.winch, self.radius = winch, float(radius)
-        if points is not None:
-            xa, xb = (np.asarray(x, float) for x in points)
-            at_a, at_b = a.body_point(xa), b.body_point(xb)
-        if at_a is None or at_b is None:
-            raise ModelError(f"rope '{self.name}': give points=(x_a, x_b) or at_a= and at_b=.")
-        self.at_a, self.at_b = np.asarray(at_a, float), np.asarray(at_b, float)
-        initial = np.linalg.norm(a.world_point(self.at_a) - b.world_point(self.at_b))
-        self.length = initial if length is None else float(length)
-
-    def parts(self):
-        return tuple(p for p in (self.a, self.b) if not isinstance(p, Ground))
-
-    def terms(self, layout):
-        points = {**self._frames(layout), "at_a": self.at_a, "at_b": self.at_b}
-        if self.winch.model == "hybrid":
-            p = {**points, "rotor": layout.rotor_index(self.winch), "radius": self.radius,
-                 "length": self.length, "theta0": 0.0}
-            return [Term(RopeKind, p, self.name)]
-        if not any(r is self.winch for r in layout.body_rotors):
-            raise ModelError(f"rope '{self.name}': its winch '{self.winch.name}' is not in this system; add it.")
-        joint = self.winch.joint
-        angle_geometry, angle_params = joint.coordinate("angle", layout)
-        a0 = joint.a.world_vector(angle_params["e1"]), joint.a.world_vector(angle_params["e2"])
-        b0 = joint.b.world_vector(angle_params["b"])
-        alpha0 = np.arctan2(b0 @ a0[1], b0 @ a0[0])
-        untouched = {"stiffness": 0.0, "damping": 0.0, "rest": 0.0}
-        length = Term(CoordinateElement(Length), {**points, **untouched}, f"{self.name} length")
-        angle = Term(CoordinateElement(angle_geometry), {**angle_params, **untouched}, f"{self.name} drum angle")
-        relation = Term(CoordinateRelation, {"coefficients": np.array([1.0, -self.radius]),
-                                             "value": self.length - self.radius * alpha0},
-                        self.name, rows=("length",), links=(length, angle))
-        return [length, angle, relation]

@@ -21,7 +21,9 @@ from .assembled import Model, State
 from .bodies import Ground, Part
 from .laws import check_all
 from .rotors import Rotor
-from .terms import ROUNDOFF, of_coordinates_alone, stack_terms
+from .coordinates import CoordinateElement
+from .elements import ConstraintKind, Element, LoadKind, PotentialKind
+from .terms import ROUNDOFF, stack_terms
 from .tree import Tree, spanning_tree
 
 #: Largest accepted initial constraint residual |g_i| is POSITION_TOL + ROUNDOFF · m_i (m for
@@ -162,7 +164,7 @@ class System:
             for e in element.expand():  # body, revolute bearing, bearing damper, motor
                 self.add(e)
             return self
-        if not hasattr(element, "terms"):
+        if not isinstance(element, Element):
             raise ModelError(f"System: {element!r} is not a body, joint or force.")
         if not isinstance(element, Ground):
             self.elements.append(element)
@@ -199,7 +201,7 @@ class System:
         if dup:
             raise ModelError(f"System: the names {dup} are used more than once; names must be unique.")
         for e in [*self.body_rotors, *others]:  # user laws, before anything is traced
-            check_all(e.name, e.laws() if hasattr(e, "laws") else ())
+            check_all(e.name, e.laws())
         offsets, o = {}, 0
         for p in parts:
             offsets[p.name] = o
@@ -216,8 +218,7 @@ class System:
         row_priority = []
         for kind, params, ts in stack_terms(terms):
             params = {k: jnp.asarray(v) for k, v in params.items()}
-            family = ("constraint" if hasattr(kind, "residual") else "coordinate" if hasattr(kind, "geometry")
-                      else "load" if hasattr(kind, "generalized_force") else "potential")
+            family = _family(kind)
             groups[family].append((kind, params, ts))
             if family == "constraint":
                 for t in ts:
@@ -259,7 +260,7 @@ class System:
         # rows of q alone (loop-closing joints: eliminated by loop coordinates), all others
         # (ropes on hybrid winches, coordinate relations, user constraints: keep multipliers)
         model = Model(**{**model.__dict__, "constraint_keep": tuple(keep)})
-        role = ["tree" if layout.constraint_rows[i][0] in tree_owners else "loop" if of_coordinates_alone(k) else "cut"
+        role = ["tree" if layout.constraint_rows[i][0] in tree_owners else "loop" if k.of_coordinates_alone else "cut"
                 for i, k in zip(keep, model.row_kinds)]
         tree = Tree(tuple({k: jnp.asarray(v) for k, v in p.items()} for p in tree_params), links,
                     *(tuple(k for k, r in enumerate(role) if r == which) for which in ("tree", "loop", "cut")),
@@ -270,13 +271,9 @@ class System:
 
 def _sketch(elements, body_rotors):
     """Layout.sketch: the geometry of joints, ropes, springs and rotors, as plain data."""
-    from .forces import SpringDamper
-    from .rotors import Rope
-
     name = lambda part: "ground" if isinstance(part, Ground) else part.name  # noqa: E731
-    links = [(e.name, "rope" if isinstance(e, Rope) else "spring" if isinstance(e, SpringDamper) else "joint",
-              name(e.a), np.asarray(e.at_a, float).tolist(), name(e.b), np.asarray(e.at_b, float).tolist())
-             for e in elements if hasattr(e, "at_a") and hasattr(e, "at_b") and hasattr(e, "a")]
+    links = [(e.name, kind, name(a), np.asarray(at_a, float).tolist(), name(b), np.asarray(at_b, float).tolist())
+             for e in elements if e.sketch() is not None for kind, a, at_a, b, at_b in [e.sketch()]]
     rotors = {}
     for r in [e for e in elements if isinstance(e, Rotor)] + list(body_rotors):
         radius = float(np.sqrt(2.0 * r.axial_inertia / r.mass)) if r.mass > 0 else 0.0
@@ -284,10 +281,20 @@ def _sketch(elements, body_rotors):
     return {"links": links, "rotors": rotors}
 
 
+def _family(kind):
+    """The family of a kind (:mod:`.elements`): where assembly groups its terms."""
+    for family, types in (("constraint", ConstraintKind), ("coordinate", CoordinateElement), ("load", LoadKind),
+                          ("potential", PotentialKind)):
+        if isinstance(kind, types):
+            return family
+    raise ModelError(f"a term's kind {kind!r} belongs to no family (ConstraintKind, PotentialKind, LoadKind, "
+                     "CoordinateElement): see conserve.model.elements.")
+
+
 def _link_coordinates(terms):
     """Fill ``params["coordinates"]`` of terms that read joint coordinates (coordinate relations)
     with the indices in s of the coordinate terms they link, in the order Model makes s."""
-    coordinate_terms = [t for t in terms if hasattr(t.kind, "geometry")]
+    coordinate_terms = [t for t in terms if isinstance(t.kind, CoordinateElement)]
     index = {id(t): i for i, t in enumerate(t for _, _, ts in stack_terms(coordinate_terms) for t in ts)}
     for t in terms:
         if t.links:
