@@ -3,7 +3,7 @@
     python benchmarks/rotor_models.py       # writes benchmarks/results/rotor_models.md
 
 Problem: P3 spacecraft with motors (P3a) but wheel spin rates (100, 300, 500) rad/s, T = 2 s
-(rotor-scheme.md §7). Error: ε_rel = ‖q(T) − q_ref(T)‖ / ‖q_ref(T)‖ on the coordinates both
+(the hybrid versus full-body rotor comparison). Error: ε_rel = ‖q(T) − q_ref(T)‖ / ‖q_ref(T)‖ on the coordinates both
 models share (the core's φ and directors), against the hybrid model at Δt = 5e-5. Both models
 run in the same process; times are after compilation (best of 2).
 """

@@ -10,12 +10,14 @@ from .errors import (CoarseStepWarning, ConvergenceError, FileError, Inconsisten
                      InvalidMass, InvalidOrientation, ModelError, SimulationError)
 from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Force, Gravity, JointMotor,
                     JointSpringDamper, Parallel, Perpendicular, Planar, PointMass, Potential, Prismatic,
-                    Revolute, RigidBody, Rope, Rotor, RotorState, Spherical, SpringDamper, System, Torque,
+                    Revolute, RigidBody, Rope, Rotor, Spherical, SpringDamper, System, Torque,
                     Universal, ground)
+from .model.terms import BodyState, JointState, RotorState
 from .linearize import Linearization, linearize
 from .reactions import Reaction, joint_reactions
 from .simulate import resume, simulate
 from .solution import Solution
+from .stepping import energy, initial_state, step
 
 __version__ = "0.1.0"
 
@@ -25,7 +27,8 @@ __all__ = [
     "InvalidOrientation", "ModelError", "SimulationError", "CentralGravity", "Constraint", "Cylindrical",
     "Distance", "Fixed", "Force", "Gravity", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular",
     "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "RotorState",
+    "BodyState", "JointState",
     "Spherical", "SpringDamper",
     "System", "Torque", "Universal", "ground", "resume", "simulate", "Solution", "linearize", "Linearization",
-    "joint_reactions", "Reaction",
+    "joint_reactions", "Reaction", "step", "initial_state", "energy",
 ]

@@ -1,6 +1,6 @@
-"""Linearised dynamics in minimal coordinates (Thompson §III "Linear dynamics", DESIGN §8).
+"""Linearised dynamics in minimal coordinates (Thompson §III "Linear dynamics", eq. (22)).
 
-The kinematic tree's finite update q = F(q*, u) (:func:`conserve.model.tree.configure`) is a
+The kinematic tree's finite update q = F(q*, u) (:func:`conserve.backends.null_space.configure`) is a
 chart of the configuration manifold about q* with minimal coordinates u (n_dof,): rotation
 increments of free bodies, relative angles and slides of the tree joints. In a frame turning
 at the constant rate Ω (rad/s, about the origin; every 3-vector block of q is a point or an
@@ -34,9 +34,9 @@ import numpy as np
 import scipy.linalg
 
 from .errors import ModelError
-from .model import loops
+from .backends import loops
 from .model.system import as_assembly
-from .model.tree import configure
+from .backends.null_space import configure
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     system : System or Assembly. Loops and other cut constraints g_c(u) = 0 (see
         :mod:`conserve.model.tree`) are eliminated to first order: u = N u_i with N the basis of
         ker G_c on the independent loop coordinates u_i chosen by pivoted QR
-        (:mod:`conserve.model.loops`; ``coordinates`` names them), their multipliers λ from the
+        (:mod:`conserve.backends.loops`; ``coordinates`` names them), their multipliers λ from the
         equilibrium L_u = G_cᵀλ, and K gains the constraints' curvature,
         K = Nᵀ(−L_uu + Σ λ_i ∇²g_i)N.
     """

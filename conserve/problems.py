@@ -186,8 +186,8 @@ def double_pendulum(spin=2.0) -> System:
 def slider_crank(crank_speed=5.0, motor=None) -> System:
     """Spatial slider-crank (a closed loop, 1 degree of freedom): crank (revolute to ground about
     e3, length 0.2), connecting rod (spherical joint at the crank pin, universal joint at the slider,
-    length 0.6), slider (prismatic along e1 on the line y = 0.1, z = 0.3). ``motor(t, θ, θ')`` drives
-    the crank. Initial velocities follow from the crank speed through the loop's kinematics."""
+    length 0.6), slider (prismatic along e1 on the line y = 0.1, z = 0.3). ``motor(t, joint)``
+    (``joint.value`` θ, ``joint.rate`` θ') drives the crank. Initial velocities follow from the crank speed through the loop's kinematics."""
     w = np.array([0.0, 0.0, crank_speed])
     pin = np.array([0.2, 0.0, 0.0])
     slider_x0 = np.array([0.2 + np.sqrt(0.36 - 0.1), 0.1, 0.3])
@@ -298,7 +298,7 @@ class RotaryCrane:
             slew = winch_law = None
         else:
             pulse = lambda t: jnp.where(t <= 2.0, jnp.sin(jnp.pi * t / 2.0) ** 2, 0.0)  # noqa: E731
-            slew = lambda t, s, s_dot: 50.0 * pulse(t)  # noqa: E731
+            slew = lambda t, joint: 50.0 * pulse(t)  # noqa: E731
             winch_law = lambda t, rotor: -m * g * r - 2.0 * pulse(t)  # noqa: E731
         drum = Rotor("drum", on=boom, axis=(0.0, 1.0, 0.0), offset=(-0.7, 0.0, 0.0), mass=5.0,
                      axial_inertia=self.drum_axial, transverse_inertia=0.0167, motor=winch_law, model=model)

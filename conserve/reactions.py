@@ -1,7 +1,7 @@
 """Joint reaction forces and torques from the multipliers of a run (both backends).
 
-The step's constraint force on the director coordinates is −Ḡᵀλ (Ḡ = G(q_{n+½}) for the
-quadratic joint constraints, DESIGN §6). On a rigid part with blocks (φ, d1, d2, d3) the virtual
+The step's constraint force on the director coordinates is −Ḡᵀλ (Ḡ = G(q_{n+½}), an exact discrete
+derivative of the quadratic joint constraints). On a rigid part with blocks (φ, d1, d2, d3) the virtual
 work δφ·f_φ + Σ_k δd_k·f_k of a rigid variation δd_k = δα × d_k gives the resultant force
 f_φ and the moment Σ_k d_k × f_k about the centre of mass φ, here at the step's midpoint. Moved
 to the joint's attachment point and expressed in a chosen frame, these are the reaction force
@@ -15,12 +15,12 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from .backends.base import map_steps
 from .discrete.forces import constraint_force
 from .errors import ModelError
 from .model.bodies import Ground, RigidBody
 from .model.joints import Joint
 from .model.system import as_assembly
-from .solution import map_steps
 
 
 class Reaction(NamedTuple):

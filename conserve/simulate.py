@@ -13,6 +13,7 @@ import math
 import time
 import warnings
 from collections import OrderedDict
+from dataclasses import fields, replace
 from functools import partial
 
 import jax
@@ -20,8 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import checkpoint as checkpoints
-from .backends import BACKENDS
-from .backends.subdivide import subdividing
+from .backends import BACKENDS, Carry, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .discrete.newton import Newton
 from .errors import CoarseStepWarning, ConvergenceError, ModelError, SimulationError
 from .model.assembled import Model, State
@@ -46,45 +46,46 @@ MAX_COMPILED = 16
 _compiled: OrderedDict = OrderedDict()
 
 
-def _chunk_fn(step, newton, length):
-    def run(model: Model, state: State, lam, n0, n_end, t0, h):
-        def body(carry, _):
-            state, lam, n, failed, failure = carry
+def _chunk_fn(backend: StepBackend, length):
+    """The compiled stretch of ``length`` steps: ``lax.scan`` over ``backend.step``; steps past
+    ``n_end`` or after a failure are skipped (masked), so every run length shares the code."""
+    def run(model: Model, carry: Carry, n0, n_end, t0, h):
+        def body(loop, _):
+            carry, n, failed, failure = loop
             active = (n < n_end) & ~failed
 
             def do(_):
-                new, new_lam, info = step(model, state, lam, t0 + n * h, h, newton)
-                return new, new_lam, info, node_diagnostics(model, new)
+                new, record = backend.step(model, carry, t0 + n * h, h)
+                return new, record, node_diagnostics(model, new.state)
 
             def skip(_):  # past the end or after a failure: nothing to compute
-                shapes = jax.eval_shape(do, None)
-                info, diag = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes[2:])
-                return state, lam, info._replace(converged=jnp.bool_(True)), diag
+                record, diag = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(do, None)[1:])
+                return carry, record._replace(converged=jnp.bool_(True)), diag
 
-            new, new_lam, info, diag = jax.lax.cond(active, do, skip, None)
-            failed_now = active & ~info.converged
+            new, record, diag = jax.lax.cond(active, do, skip, None)
+            failed_now = active & ~record.converged
             keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
-            carry = (jax.tree.map(keep, state, new), keep(lam, new_lam), n + (active & info.converged),
-                     failed | failed_now, jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
-                                                       (info.history, info.iterations), failure))
-            return carry, (new, new_lam, info.iterations, info.work, info.dissipation, info.substeps, diag)
+            failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
+                                   (record.history, record.iterations), failure)
+            loop = (jax.tree.map(keep, carry, new), n + (active & record.converged), failed | failed_now, failure)
+            return loop, StepOutput(new.state, record, diag)
 
-        failure = (jnp.full((newton.max_iterations,), jnp.nan), jnp.int32(0))  # the failed step's Newton record
-        init = (state, lam, n0, jnp.bool_(False), failure)
-        return jax.lax.scan(body, init, None, length=length)
+        history = jax.eval_shape(backend.step, model, carry, t0, h)[1].history
+        failure = (jnp.full(history.shape, jnp.nan), jnp.int32(0))  # the failed step's Newton record
+        return jax.lax.scan(body, (carry, n0, jnp.bool_(False), failure), None, length=length)
 
     return jax.jit(run)
 
 
-def _compile(step, newton, length, args):
+def _compile(backend, length, args):
     """AOT-compile the chunk runner for these argument shapes once; returns (fn, seconds)."""
     leaves, treedef = jax.tree.flatten(args)
-    key = (step, newton, length, treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
+    key = (backend, length, treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
     if key in _compiled:
         _compiled.move_to_end(key)
         return _compiled[key], 0.0
     tic = time.perf_counter()
-    fn = _chunk_fn(step, newton, length).lower(*args).compile()
+    fn = _chunk_fn(backend, length).lower(*args).compile()
     _compiled[key] = fn
     while len(_compiled) > MAX_COMPILED:
         _compiled.popitem(last=False)
@@ -113,12 +114,16 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     system : System or Assembly (assemble once with ``system.assemble()`` to reuse it)
     t_end : float, s — rounded up to a whole number of steps: the last node is t0 + N dt
     dt : float, s
-    backend : "director" (energy-momentum midpoint DAE in director coordinates, DESIGN §6) or
+    backend : "director" (energy-momentum midpoint DAE in director coordinates; Gonzalez 1996,
+        Betsch and Steinmann 2001) or
         "reduced" (the same discrete equations in the kinematic tree's minimal coordinates,
-        Thompson's null-space form with Führer–Wallrapp loop coordinates, DESIGN §8) or
+        Thompson's null-space form with Führer–Wallrapp loop coordinates; Thompson §III,
+        Betsch and Leyendecker 2006) or
         "ode" (Thompson's reduced ODE by scipy's solve_ivp, not conserving: a reference, nodes
         every dt; loops, ropes and other non-tree constraints by multipliers at the acceleration
-        level, :mod:`conserve.backends.ode`)
+        level, :mod:`conserve.backends.ode`), or a backend object: any
+        :class:`~conserve.backends.base.StepBackend` (the built-in ones with their options, e.g.
+        ``Director(Newton(tol=1e-13))``, or one of your own: ``docs/guide/extending.rst``)
     ode : options of the "ode" backend: {"method": any solve_ivp method (default "DOP853"),
         "rtol": 1e-10, "atol": 1e-12}
     newton : :class:`conserve.Newton` options (tolerance, iteration limit)
@@ -147,8 +152,6 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         the last converged one; ``err.step``, ``err.time``, ``err.residual_history`` say where.
     """
     assembly = as_assembly(system, "simulate")
-    if backend not in BACKENDS:
-        raise ModelError(f"simulate: unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
     dt, t0, t_end = _number("dt", dt), _number("t0", t0), _number("t_end", t_end)
     if not (dt > 0 and math.isfinite(dt)):
         raise ModelError(f"simulate: dt must be positive and finite, got {dt}.")
@@ -156,22 +159,17 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         raise ModelError(f"simulate: t_end must be finite and > t0 = {t0}, got {t_end}.")
     if not (isinstance(chunk, int) and chunk >= 1):
         raise ModelError(f"simulate: chunk must be an integer ≥ 1, got {chunk!r}.")
-    if on_failure not in ("raise", "subdivide"):
-        raise ModelError(f"simulate: on_failure must be 'raise' or 'subdivide', got {on_failure!r}.")
-    if not (isinstance(max_subdivisions, int) and 1 <= max_subdivisions <= 30):
-        raise ModelError(f"simulate: max_subdivisions must be an integer in 1…30, got {max_subdivisions!r}.")
     if checkpoint_every is not None:
         if checkpoint is None:
             raise ModelError("simulate: checkpoint_every needs checkpoint=<directory>.")
         if not (isinstance(checkpoint_every, int) and checkpoint_every >= 1):
             raise ModelError(f"simulate: checkpoint_every must be an integer ≥ 1 (steps), got {checkpoint_every!r}.")
         chunk = checkpoint_every
-    newton = newton or Newton()
-    if backend == "ode":
-        if checkpoint is not None or on_failure != "raise":
-            raise ModelError("simulate: backend 'ode' (scipy's solve_ivp) supports neither checkpoints nor "
-                             "on_failure='subdivide'.")
-        return _simulate_ode(assembly, t0, t_end, dt, ode or {})
+    backend = resolve_backend(backend, newton, ode, on_failure, max_subdivisions)
+    if isinstance(backend, ReferenceBackend):  # a reference integrator of the whole run, not a scheme
+        if checkpoint is not None:
+            raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) does not checkpoint.")
+        return _simulate_reference(backend, assembly, t0, t_end, dt)
     ratio = (t_end - t0) / dt
     if not ratio <= MAX_STEPS:
         raise ModelError(f"simulate: (t_end − t0)/dt = {ratio:.3g} steps; a run takes at most {MAX_STEPS} steps (its "
@@ -179,21 +177,65 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
                          "(simulate(..., t0=...) from the last state).")
     n_steps = max(1, math.ceil(ratio * (1.0 - 1e-12) - 1e-9))  # a whole number of steps up to round-off
     _warn_coarse_steps(assembly, dt)
-    settings = {"backend": backend, "t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
-                "newton": [newton.tol, newton.max_iterations], "on_failure": on_failure,
-                "max_subdivisions": max_subdivisions}
-    state, lam = assembly.initial_state, jnp.zeros(assembly.model.n_constraints)
-    first = {**{f"node_{k}": np.asarray(getattr(state, k))[None] for k in NODE_FIELDS},
-             **{f"diag_{k}": np.asarray(a)[None] for k, a in _node_diagnostics(assembly.model, state).items()}}
+    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
+                **_backend_settings(backend, checkpoint is not None)}
+    carry = backend.init(assembly.model, assembly.initial_state)
+    first = {**{f"node_{k}": np.asarray(getattr(carry.state, k))[None] for k in NODE_FIELDS},
+             **{f"diag_{k}": np.asarray(a)[None] for k, a in _node_diagnostics(assembly.model, carry.state).items()}}
     ckpt = None
     if checkpoint is not None:
         ckpt = checkpoints.start(checkpoint, assembly, settings, overwrite)
     try:
         if ckpt is not None:
-            checkpoints.write(ckpt, 0, _carry(state, lam), first)
-        return _run(assembly, settings, state, lam, 0, [first], ckpt, progress)
+            checkpoints.write(ckpt, 0, _carry(carry), first)
+        return _run(assembly, settings, backend, carry, 0, [first], ckpt, progress)
     finally:
         checkpoints.close(ckpt)
+
+
+def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise", max_subdivisions=6):
+    """The backend object of :func:`simulate`'s options: a name of :data:`conserve.backends.BACKENDS`
+    (built with ``newton``, or for "ode" with the ``ode`` options) or a backend object (its
+    Newton options replaced by ``newton`` if given), wrapped in
+    :class:`~conserve.backends.subdivide.Subdividing` for ``on_failure="subdivide"``."""
+    if isinstance(backend, str):
+        if backend not in BACKENDS:
+            raise ModelError(f"simulate: unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
+        cls = BACKENDS[backend]
+        if issubclass(cls, ReferenceBackend):
+            try:
+                backend = cls(**(ode or {}))
+            except TypeError:
+                raise ModelError(f"simulate: ode options must be among {sorted(f.name for f in fields(cls))}, "
+                                 f"got {sorted(ode)}.") from None
+        else:
+            backend = cls(newton or Newton())
+    elif isinstance(backend, (StepBackend, ReferenceBackend)):
+        if newton is not None and "newton" in {f.name for f in fields(backend)}:
+            backend = replace(backend, newton=newton)
+    else:
+        raise ModelError(f"simulate: backend must be one of {sorted(BACKENDS)} or a backend object "
+                         f"(conserve.backends), got {backend!r}.")
+    if on_failure not in ("raise", "subdivide"):
+        raise ModelError(f"simulate: on_failure must be 'raise' or 'subdivide', got {on_failure!r}.")
+    if not (isinstance(max_subdivisions, int) and 1 <= max_subdivisions <= 30):
+        raise ModelError(f"simulate: max_subdivisions must be an integer in 1…30, got {max_subdivisions!r}.")
+    if on_failure == "subdivide":
+        if isinstance(backend, ReferenceBackend):
+            raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) cannot subdivide steps.")
+        backend = Subdividing(backend, max_subdivisions)
+    return backend
+
+
+def _backend_settings(backend, checkpointed):
+    """The backend as plain data (for a checkpoint, a built-in one: resume rebuilds it from this)."""
+    inner = backend.inner if isinstance(backend, Subdividing) else backend
+    if checkpointed and BACKENDS.get(inner.name) is not type(inner):
+        raise ModelError(f"simulate: checkpoints need a built-in backend ({sorted(BACKENDS)}), got {backend!r}.")
+    newton = getattr(inner, "newton", Newton())
+    return {"backend": inner.name, "newton": [newton.tol, newton.max_iterations],
+            "on_failure": "subdivide" if isinstance(backend, Subdividing) else "raise",
+            "max_subdivisions": backend.max_subdivisions if isinstance(backend, Subdividing) else 6}
 
 
 def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
@@ -208,10 +250,12 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
 
     Every stored piece is verified (checksum, run id, node range; :mod:`conserve.checkpoint`)
     before a step is taken; the directory is locked while the run goes on."""
-    assembly, settings, n, carry, pieces, ckpt = checkpoints.read(path, system, trust_laws)
+    assembly, settings, n, stored, pieces, ckpt = checkpoints.read(path, system, trust_laws)
     try:
-        state = State(*(jnp.asarray(carry[k]) for k in State._fields))
-        return _run(assembly, settings, state, jnp.asarray(carry["lam"]), n, pieces, ckpt, progress)
+        backend = resolve_backend(settings["backend"], Newton(*settings["newton"]), None, settings["on_failure"],
+                                  settings["max_subdivisions"])
+        carry = Carry(State(*(jnp.asarray(stored[k]) for k in State._fields)), jnp.asarray(stored["lam"]))
+        return _run(assembly, settings, backend, carry, n, pieces, ckpt, progress)
     finally:
         checkpoints.close(ckpt)
 
@@ -258,36 +302,35 @@ def _number(name, x):
         raise ModelError(f"simulate: {name} must be a number (s), got {x!r}.") from None
 
 
-def _carry(state, lam):
-    return {**{k: np.asarray(a) for k, a in state._asdict().items()}, "lam": np.asarray(lam)}
+def _carry(carry: Carry):
+    """The carry as plain arrays for a checkpoint (the multipliers under "lam")."""
+    return {**{k: np.asarray(a) for k, a in carry.state._asdict().items()}, "lam": np.asarray(carry.multipliers)}
 
 
-def _run(assembly, settings, state, lam, n, pieces, ckpt, progress) -> Solution:
-    """The time loop from step n (state, lam at t_n) to the end; ``pieces`` hold what was
-    computed before (dicts of node_*, step_*, diag_* arrays)."""
+def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt, progress) -> Solution:
+    """The time loop from step n (``carry`` at t_n) to the end; ``pieces`` hold what was computed
+    before (dicts of node_*, step_*, diag_* arrays, the checkpoint layout)."""
     model, layout = assembly.model, assembly.layout
-    backend, t0, dt, n_steps = settings["backend"], settings["t0"], settings["dt"], settings["n_steps"]
-    newton = Newton(*settings["newton"])
-    step = BACKENDS[backend].step
-    if settings["on_failure"] == "subdivide":
-        step = subdividing(step, settings["max_subdivisions"])
-    args = (model, state, lam, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
-    run, compile_time = _compile(step, newton, settings["chunk"], args)
+    t0, dt, n_steps = settings["t0"], settings["dt"], settings["n_steps"]
+    args = (model, carry, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
+    run, compile_time = _compile(backend, settings["chunk"], args)
 
     failed = False
     tic = time.perf_counter()
     while n < n_steps and not failed:
-        (state, lam, n_new, failed, failure), out = run(
-            model, state, lam, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
+        (carry, n_new, failed, failure), out = run(model, carry, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0),
+                                                    jnp.float64(dt))
         done = int(n_new) - n
-        nodes, lams, iters, work, dissipation, substeps, diag = jax.tree.map(lambda a: np.asarray(a)[:done], out)
-        pieces.append({**{f"node_{k}": getattr(nodes, k) for k in NODE_FIELDS},
-                       **{f"diag_{k}": a for k, a in diag.items()},
-                       "step_lam": lams, "step_iterations": iters, "step_work": work,
-                       "step_dissipation": dissipation, "step_substeps": substeps})
+        out: StepOutput = jax.tree.map(lambda a: np.asarray(a)[:done], out)
+        record = out.record
+        pieces.append({**{f"node_{k}": getattr(out.node, k) for k in NODE_FIELDS},
+                       **{f"diag_{k}": a for k, a in out.diagnostics.items()},
+                       "step_lam": record.multipliers, "step_iterations": record.iterations,
+                       "step_work": record.work, "step_dissipation": record.dissipation,
+                       "step_substeps": record.substeps})
         n, failed = int(n_new), bool(failed)
         if ckpt is not None and done:
-            checkpoints.write(ckpt, n, _carry(state, lam), pieces[-1])
+            checkpoints.write(ckpt, n, _carry(carry), pieces[-1])
         if progress is not None:
             progress(n, n_steps)
     run_time = time.perf_counter() - tic
@@ -297,12 +340,11 @@ def _run(assembly, settings, state, lam, n, pieces, ckpt, progress) -> Solution:
     lams, iters, work, dissipation, substeps = (join(f"step_{k}") for k in
                                                 ("lam", "iterations", "work", "dissipation", "substeps"))
     diagnostics = {k[5:]: join(k) for k in pieces[0] if k.startswith("diag_")}
-    stats = {"backend": backend, "steps": n, "compile_time": compile_time, "run_time": run_time,
-             "time_per_step": run_time / max(n, 1), "newton_tol": newton.tol,
-             "unknowns": BACKENDS[backend].unknowns(model), "subdivided_steps": int(np.sum(substeps > 1))}
-    recover = getattr(BACKENDS[backend], "multipliers", None)  # backends that eliminate multipliers
-    if recover is not None and n:
-        lams = recover(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t0, dt)
+    stats = {"backend": backend.name, "steps": n, "compile_time": compile_time, "run_time": run_time,
+             "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
+             "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1))}
+    if n:  # the multipliers a backend eliminated (the reduced backend's tree rows)
+        lams = backend.recover_multipliers(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t0, dt)
     multipliers = np.zeros((n, len(layout.constraint_rows)))
     multipliers[:, list(model.constraint_keep)] = lams * (2.0 / dt**2)
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
@@ -310,17 +352,17 @@ def _run(assembly, settings, state, lam, n, pieces, ckpt, progress) -> Solution:
                         layout=layout_record(layout), diagnostics=diagnostics, stats=stats, assembly=assembly)
     if failed:
         history = np.asarray(failure[0])[: int(failure[1])]
-        raise _failure(n, t0 + n * dt, dt, newton, history, solution, settings)
+        raise _failure(n, t0 + n * dt, dt, Newton(*settings["newton"]), history, solution, settings)
     return solution
 
 
 _node_diagnostics = jax.jit(node_diagnostics)
 
 
-def _simulate_ode(assembly, t0, t_end, dt, options):
-    """The "ode" backend's Solution: nodes every dt, no multipliers (NaN), no Newton. If
-    solve_ivp fails, a SimulationError carries the nodes it reached."""
-    nodes, dissipation, work, stats, failure = BACKENDS["ode"].integrate(assembly, t0, t_end, dt, **options)
+def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
+    """The Solution of a reference integrator (the "ode" backend): nodes every dt, no multipliers
+    (NaN), no Newton. If it fails, a SimulationError carries the nodes it reached."""
+    nodes, dissipation, work, stats, failure = backend.integrate(assembly, t0, t_end, dt)
     n = len(nodes.q) - 1
     diagnostics = jax.tree.map(np.asarray, jax.vmap(partial(_node_diagnostics, assembly.model))(
         jax.tree.map(jnp.asarray, nodes)))
@@ -329,9 +371,10 @@ def _simulate_ode(assembly, t0, t_end, dt, options):
                         newton_iterations=np.zeros(n, np.int32), work=work, dissipation=dissipation,
                         substeps=np.ones(n, np.int32),
                         layout=layout_record(assembly.layout), diagnostics=diagnostics,
-                        stats={"backend": "ode", "steps": n, **stats}, assembly=assembly)
+                        stats={"backend": backend.name, "steps": n, **stats}, assembly=assembly)
     if failure:
-        raise SimulationError(f"backend 'ode' failed after t = {t0 + n * dt:.6g} s: {failure}. Kept the {n + 1} "
+        raise SimulationError(f"backend '{backend.name}' failed after t = {t0 + n * dt:.6g} s: {failure}. Kept the "
+                              f"{n + 1} "
                               "nodes reached in err.partial_solution; try another method or tolerances "
                               "(simulate(..., ode={'method': 'Radau'})).",
                               partial_solution=solution, step=n, time=t0 + n * dt)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -31,17 +30,6 @@ def node_diagnostics(model: Model, state: State):
             "angular_momentum": model.angular_momentum(state.q, state.v, state.p),
             "constraint_residual": jnp.max(jnp.abs(g)) if g.size else jnp.zeros((), state.q.dtype),
             "rotor_rate": model.rotor_relative_rates(state.q, state.v, state.p)}
-
-
-def map_steps(fn, *args, block=512):
-    """``fn(*args)`` for per-step arrays (pytrees with leading axis N ≥ 1), evaluated in blocks of
-    ``block`` steps, the last one padded: a jitted, batched ``fn`` compiles once for any N.
-    Returns numpy arrays with leading axis N."""
-    n = len(jax.tree.leaves(args)[0])
-    pad = -n % block
-    args = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), args)
-    out = [fn(*jax.tree.map(lambda a: a[i:i + block], args)) for i in range(0, n, block)]
-    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[:n], *out)
 
 
 def layout_record(layout):

@@ -40,7 +40,7 @@ print("\nDouble pendulum:", sol.summary(), sep="\n")
 plot_conservation(sol, "mechanisms_double_pendulum.png", title="Spatial double pendulum", momentum_components=(2,))
 
 # a closed loop driven by a crank motor: the energy changes by exactly the motor's work
-crank = problems.slider_crank(motor=lambda t, theta, omega: 0.2 * (1.0 - omega / 5.0))
+crank = problems.slider_crank(motor=lambda t, crank: 0.2 * (1.0 - crank.rate / 5.0))
 sol = cs.simulate(crank, t_end=2.0, dt=1e-3)
 print("\nSlider-crank with motor:", sol.summary(), sep="\n")
 plot_conservation(sol, "mechanisms_slider_crank.png", title="Slider-crank: energy balance with motor work",

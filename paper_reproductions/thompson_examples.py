@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import conserve as cs  # noqa: E402
-from conserve.model.tree import configure, null_space  # noqa: E402
+from conserve.backends.null_space import configure, null_space  # noqa: E402
 from conserve.problems import ThompsonPendulum, thompson_examples  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # the scripts' shared helpers

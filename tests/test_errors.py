@@ -221,7 +221,7 @@ def _with_constraint(residual, rows=1):
     (lambda: _with_force(lambda t, s: s.positon), r"'thrust'.*AttributeError.*positon"),
     (lambda: _with_rotor_motor(lambda t, r: jnp.array([0.1])), r"'wheel'.*shape \(1,\), expected \(\).*torque"),
     (lambda: _with_rotor_motor(lambda t: 0.1), r"'wheel'.*wrong signature.*motor\(t, rotor\)"),
-    (lambda: _with_joint_motor(lambda t, s, s_dot: jnp.ones(2)), r"'drive'.*shape \(2,\), expected \(\)"),
+    (lambda: _with_joint_motor(lambda t, joint: jnp.ones(2)), r"'drive'.*shape \(2,\), expected \(\)"),
     (lambda: _with_potential(lambda pi: pi), r"'well'.*energy.*shape \(1,\), expected \(\)"),
     (lambda: _with_constraint(lambda f, g: f.position[:2]), r"'rail'.*residual.*shape \(2,\), expected \(1,\)"),
 ], ids=["shape", "none", "numpy", "python-if", "signature", "float32", "typo", "rotor", "rotor-signature",
@@ -234,6 +234,22 @@ def test_every_user_law_is_checked_at_assembly(build, words):
     with pytest.raises(cs.ModelError, match=words) as err:
         build().assemble()
     assert "Expected:" in str(err.value)
+
+
+def test_old_law_forms_warn_and_run_the_same_steps():
+    """The laws' unified form is law(t, state); the old ones (a joint motor's (t, s, s_dot) and
+    (t, s, s_dot, a_state), a force's (t)) still run, with a DeprecationWarning naming the element."""
+    new = cs.simulate(_with_joint_motor(lambda t, joint: 0.3 * jnp.sin(t) - 0.1 * joint.rate), 0.05, 1e-2)
+    with pytest.warns(DeprecationWarning, match=r"'drive'.*law\(t, s, s_dot\) is deprecated.*law\(t, joint\)"):
+        old = _with_joint_motor(lambda t, s, s_dot: 0.3 * jnp.sin(t) - 0.1 * s_dot)
+    with pytest.warns(DeprecationWarning, match=r"'drive'.*law\(t, s, s_dot, a_state\) is deprecated"):
+        old_with_state = _with_joint_motor(lambda t, s, s_dot, a: 0.3 * jnp.sin(t) - 0.1 * s_dot + 0 * a.position[0])
+    for system in (old, old_with_state):
+        np.testing.assert_array_equal(cs.simulate(system, 0.05, 1e-2).q, new.q)
+    with pytest.warns(DeprecationWarning, match=r"'thrust'.*force\(t\) is deprecated.*force\(t, state\)"):
+        old = _with_force(lambda t: jnp.array([0.0, 0.0, jnp.sin(t)]))
+    new = _with_force(lambda t, state: jnp.array([0.0, 0.0, jnp.sin(t)]))
+    np.testing.assert_array_equal(cs.simulate(old, 0.05, 1e-2).q, cs.simulate(new, 0.05, 1e-2).q)
 
 
 def test_a_law_may_return_a_list():

@@ -55,7 +55,7 @@ def test_rotational_spring_damper_winds_past_pi():
 def test_revolute_motor_is_internal():
     a, b = pair()
     hinge = cs.Revolute(a, b, at=X_HINGE, axis=AXIS, name="hinge")
-    motor = cs.JointMotor(hinge, lambda t, s, sd: 0.5 * jnp.sin(3 * t) - 0.05 * sd, name="motor")
+    motor = cs.JointMotor(hinge, lambda t, joint: 0.5 * jnp.sin(3 * t) - 0.05 * joint.rate, name="motor")
     sol = cs.simulate(cs.System([a, b, hinge, motor]), t_end=3.0, dt=5e-3)
     W = sol.work_by_element["motor"]
     assert np.abs(W).sum() > 1e-2 * sol.energy.total[0]
@@ -67,7 +67,7 @@ def test_prismatic_motor_and_spring():
     a, b = pair(relative_rate=0.0, b_position=(1.0, 0.0, 0.0))
     b.velocity = b.velocity + 0.4 * AXIS  # sliding along the axis
     slider = cs.Prismatic(a, b, at=X_HINGE, axis=AXIS, name="slider")
-    push = cs.JointMotor(slider, lambda t, s, sd: 2.0 * jnp.cos(2 * t), name="push")
+    push = cs.JointMotor(slider, lambda t, joint: 2.0 * jnp.cos(2 * t), name="push")
     spring = cs.JointSpringDamper(slider, stiffness=5.0, damping=0.3, name="spring")
     sol = cs.simulate(cs.System([a, b, slider, push, spring]), t_end=3.0, dt=5e-3)
     assert np.ptp(sol.coordinates["push"]) > 0.05
@@ -88,7 +88,7 @@ def test_translational_spring_damper_between_free_bodies():
 
 def test_point_force_and_torque_do_their_discrete_work():
     body = cs.RigidBody("body", 2.0, (0.3, 0.4, 0.5), angular_velocity=(1.0, 2.0, 0.5))
-    push = cs.Force(body, force=lambda t: jnp.array([jnp.sin(t), 0.0, 1.0]), at_body=(0.1, 0.2, 0.0),
+    push = cs.Force(body, force=lambda t, state: jnp.array([jnp.sin(t), 0.0, 1.0]), at_body=(0.1, 0.2, 0.0),
                     frame="body", name="push")
     brake = cs.Torque(body, lambda t, s: -0.1 * s.angular_velocity, name="brake")
     sol = cs.simulate(cs.System([body, push, brake]), t_end=4.0, dt=1e-2)

@@ -70,7 +70,7 @@ def test_spatial_double_pendulum():
 
 @pytest.mark.parametrize("driven", [False, True])
 def test_slider_crank_loop(driven):
-    motor = (lambda t, th, thd: 0.2 * (1.0 - thd / 5.0)) if driven else None
+    motor = (lambda t, crank: 0.2 * (1.0 - crank.rate / 5.0)) if driven else None
     assembly = problems.slider_crank(motor=motor).assemble()
     assert assembly.degrees_of_freedom == 1 and not assembly.layout.dropped_rows
     sol = cs.simulate(assembly, t_end=2.0, dt=1e-3)

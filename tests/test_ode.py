@@ -33,10 +33,10 @@ def test_em_backends_converge_to_the_ode_with_order_two():
 
 def _driven_slider_crank():
     """A loop with a joint motor, a velocity-dependent force and a body-axes torque."""
-    system = problems.slider_crank(motor=lambda t, angle, rate: 0.05 * jnp.sin(3.0 * t))
+    system = problems.slider_crank(motor=lambda t, crank: 0.05 * jnp.sin(3.0 * t))
     parts = {p.name: p for p in system.parts()}
     system.add(cs.Force(parts["slider"], force=lambda t, state: -0.3 * state.velocity, name="drag"))
-    system.add(cs.Torque(parts["rod"], lambda t: jnp.array([0.0, 0.0, 0.01 * jnp.cos(t)]), frame="body"))
+    system.add(cs.Torque(parts["rod"], lambda t, state: jnp.array([0.0, 0.0, 0.01 * jnp.cos(t)]), frame="body"))
     return system
 
 

@@ -16,7 +16,7 @@ from scipy.spatial.transform import Rotation
 
 import conserve as cs
 from conserve.model.assembled import State
-from conserve.model.tree import configure, null_space
+from conserve.backends.null_space import configure, null_space
 
 KINDS = ["Spherical", "Revolute", "Universal", "Cylindrical", "Prismatic", "Planar", "Fixed"]
 

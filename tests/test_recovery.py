@@ -43,21 +43,27 @@ def test_deep_subdivision_keeps_its_arithmetic_finite():
     import jax
     import jax.numpy as jnp
 
-    from conserve.discrete.scheme import StepInfo
-    from conserve.backends.subdivide import subdividing
+    from dataclasses import dataclass
+
+    from conserve.backends import Carry, StepBackend, Subdividing
+    from conserve.discrete.scheme import StepRecord
     from conserve.model.assembled import State
 
-    newton = cs.Newton(max_iterations=2)
+    @dataclass(frozen=True)
+    class Stub(StepBackend):
+        """Converges only at h ≤ 2^-16 and only from finite multipliers."""
 
-    def step(model, state, lam, t, h, newton):
-        ok = (h <= 2.0**-16 * (1 + 1e-12)) & jnp.all(jnp.isfinite(lam))
-        info = StepInfo(jnp.int32(1), ok, jnp.zeros(newton.max_iterations), jnp.zeros(1) + h, jnp.zeros(0),
-                        jnp.int32(1))
-        return state._replace(q=state.q + h), lam, info
+        def step(self, model, carry, t, h):
+            ok = (h <= 2.0**-16 * (1 + 1e-12)) & jnp.all(jnp.isfinite(carry.multipliers))
+            record = StepRecord(jnp.int32(1), ok, jnp.zeros(2), jnp.zeros(1) + h, jnp.zeros(0), jnp.int32(1),
+                                carry.multipliers)
+            return carry._replace(state=carry.state._replace(q=carry.state.q + h)), record
 
-    state = State(*(jnp.zeros(k) for k in (3, 3, 0, 0, 0, 3)))
-    new, lam, info = jax.jit(lambda s, multipliers, h: subdividing(step, 16)(None, s, multipliers, 0.0, h, newton))(
-        state, jnp.ones(2), jnp.float64(1.0))
-    assert bool(info.converged) and int(info.substeps) == 2**16
-    assert np.all(np.asarray(lam) == 1.0) and float(info.work[0]) == pytest.approx(1.0)
-    np.testing.assert_allclose(new.q, 1.0)
+        def unknowns(self, model):
+            return 0
+
+    carry = Carry(State(*(jnp.zeros(k) for k in (3, 3, 0, 0, 0, 3))), jnp.ones(2))
+    new, record = jax.jit(lambda c, h: Subdividing(Stub(), 16).step(None, c, 0.0, h))(carry, jnp.float64(1.0))
+    assert bool(record.converged) and int(record.substeps) == 2**16
+    assert np.all(np.asarray(new.multipliers) == 1.0) and float(record.work[0]) == pytest.approx(1.0)
+    np.testing.assert_allclose(new.state.q, 1.0)

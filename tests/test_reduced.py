@@ -1,4 +1,4 @@
-"""The reduced backend (Thompson's null-space form, DESIGN §8): the tree's null-space map H2
+"""The reduced backend (Thompson's null-space form, Thompson §III): the tree's null-space map H2
 annihilates the tree constraints' Jacobian at any configuration (also off the constraints, as at
 a step's midpoint), the finite update keeps them exactly, and the reduced step reproduces the
 director step's trajectory and multipliers with the same conservation."""
@@ -13,8 +13,8 @@ from test_joints import KINDS, directions, make_joint, rotations, vectors
 
 import conserve as cs
 from conserve import problems
-from conserve.model import loops
-from conserve.model.tree import configure, null_space
+from conserve.backends import loops
+from conserve.backends.null_space import configure, null_space
 
 TREE_KINDS = ["Spherical", "Revolute", "Universal", "Cylindrical", "Prismatic", "Planar", "Fixed"]
 increments = st.lists(st.floats(-0.5, 0.5), min_size=12, max_size=12).map(np.array)

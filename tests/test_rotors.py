@@ -1,4 +1,4 @@
-"""Hybrid spin coordinates for balanced rotors (rotor-scheme.md §4) and the same rotors as full
+"""Hybrid spin coordinates for balanced rotors and the same rotors as full
 bodies: exact discrete energy balance and angular momentum, the reaction-wheel spin-up, second
 order convergence of both models, and the winch rope."""
 

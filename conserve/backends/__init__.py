@@ -1,11 +1,15 @@
-"""Time-stepping backends. The energy-momentum ones (director, reduced) provide
-``step(model, state, lam, t, h, newton)`` (see :func:`conserve.backends.director.step` for the
-contract) and ``unknowns(model)``, the Newton unknowns per step; "ode" integrates Thompson's
-reduced ODE with scipy instead (``integrate``)."""
+"""Time-stepping backends behind one contract (:mod:`.base`): the energy-momentum step backends
+:class:`~.director.Director` and :class:`~.reduced.Reduced` (and the recovering wrapper
+:class:`~.subdivide.Subdividing`), and the reference integrator :class:`~.ode.ODE`."""
 
-from . import director, ode, reduced
+from .base import Carry, ReferenceBackend, StepBackend, StepOutput
+from .director import Director
+from .ode import ODE
+from .reduced import Reduced
+from .subdivide import Subdividing
 
-#: backend name -> module
-BACKENDS = {"director": director, "reduced": reduced, "ode": ode}
+#: backend name -> class, for ``simulate(..., backend="director")``
+BACKENDS = {"director": Director, "reduced": Reduced, "ode": ODE}
 
-__all__ = ["BACKENDS", "director", "ode", "reduced"]
+__all__ = ["BACKENDS", "Carry", "Director", "ODE", "ReferenceBackend", "Reduced", "StepBackend", "StepOutput",
+           "Subdividing"]

@@ -1,15 +1,33 @@
 """The director backend: the energy-momentum step (:mod:`conserve.discrete.scheme`) solved for
 all its unknowns (Δq, λ̃, Δp̃, Δθ) in director coordinates by Newton's method (Gonzalez 1996;
-Betsch and Steinmann 2002; rotor-scheme.md §2, §4).
+Betsch and Steinmann 2002; hybrid rotors after Becker, Betsch, Franke and Siebert).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import jax.numpy as jnp
 
-from ..discrete.newton import newton_solve
+from ..discrete.newton import Newton, newton_solve
 from ..discrete.scheme import advance, equations, predictor, rotor_weights
 from ..model.assembled import Model, State
+from .base import Carry, StepBackend
+
+
+@dataclass(frozen=True)
+class Director(StepBackend):
+    """The energy-momentum step on all its unknowns, ``newton`` its Newton options."""
+
+    newton: Newton = field(default_factory=Newton)
+    name = "director"
+
+    def step(self, model: Model, carry: Carry, t, h):
+        state, record = step(model, carry.state, carry.multipliers, t, h, self.newton)
+        return Carry(state, record.multipliers), record
+
+    def unknowns(self, model: Model) -> int:
+        return unknowns(model)
 
 
 def unknowns(model: Model) -> int:
@@ -32,8 +50,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     Returns
     -------
     state : State at t_{n+1}
-    lam : (n_c,) scaled multipliers λ̃ = (h²/2) λ
-    info : :class:`~conserve.discrete.scheme.StepInfo`
+    record : :class:`~conserve.discrete.scheme.StepRecord` (with the step's scaled multipliers)
     """
     q0 = state.q
     nq, nc, nr = q0.shape[0], lam.shape[0], state.p.shape[0]
@@ -54,5 +71,4 @@ def step(model: Model, state: State, lam, t, h, newton):
     size = blocks((jnp.zeros(nq), model.constraint_magnitudes(q0, state.theta, state.s), jnp.zeros(nr), jnp.zeros(nr)))
     x, *result = newton_solve(residual, x0, newton, weights, size)
     dq, lam1, dp, dtheta = split(x)
-    new, info = advance(model, state, t, h, dq, dp, dtheta, result)
-    return new, lam1, info
+    return advance(model, state, t, h, dq, dp, dtheta, lam1, result)

@@ -1,7 +1,7 @@
 """Thompson's reduced ODE integrated by ``scipy.integrate.solve_ivp`` (``backend="ode"``):
-a non-conserving reference for studies (DESIGN §8, Thompson §III).
+a non-conserving reference for studies (Thompson §III, eq. (15)).
 
-With the kinematic tree's null-space map q̇ = H2(q) ν (:func:`conserve.model.tree.velocities`)
+With the kinematic tree's null-space map q̇ = H2(q) ν (:func:`conserve.backends.null_space.velocities`)
 and the Routhian of the hybrid rotors' axial momenta p,
 
     L(q, q̇) = ½ q̇ᵀ M q̇ − p·θ'(q, q̇, p) − V(q, s),      D(q̇) = ½ Σ c_k ṡ_k²
@@ -26,6 +26,7 @@ integrator's tolerance (the Solution's diagnostics show by how much).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import partial
 
 import jax
@@ -34,7 +35,25 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ..model.assembled import State
-from ..model.tree import null_space, velocities
+from .base import ReferenceBackend
+from .null_space import null_space, velocities
+
+
+@dataclass(frozen=True)
+class ODE(ReferenceBackend):
+    """Thompson's reduced ODE by ``scipy.integrate.solve_ivp`` with ``method`` (any solve_ivp method),
+    ``rtol``, ``atol``: a non-conserving reference (see the module docstring)."""
+
+    method: str = "DOP853"
+    rtol: float = 1e-10
+    atol: float = 1e-12
+    name = "ode"
+
+    def integrate(self, assembly, t0, t_end, dt):
+        return integrate(assembly, t0, t_end, dt, self.method, self.rtol, self.atol)
+
+    def unknowns(self, model) -> int:
+        return unknowns(model)
 
 
 def _sizes(model):

@@ -1,11 +1,12 @@
-"""Thompson's reduced form as an energy-momentum backend (DESIGN §8): the director step of
-:mod:`.director` projected onto the null space of the kinematic tree's constraints.
+"""Thompson's reduced form (Thompson §III, eqs. (15)–(18)) as an energy-momentum backend, a
+discrete null-space method (Betsch and Leyendecker 2006): the director step of :mod:`.director`
+projected onto the null space of the kinematic tree's constraints.
 
 Unknowns x = (u, λ̃_c, Δp̃, Δθ): the minimal increments u (n_t,) of the tree
 (:mod:`conserve.model.tree`), the scaled multipliers of the cut rows only (ropes, coordinate
 relations, user constraints) and the hybrid rotors' increments. With q_{n+1} = F(q_n, u) every
 tree constraint holds exactly; loops closed by cut joints, g_l(q) = 0, are kept as equations and
-their forces eliminated by the loop coordinates of :mod:`conserve.model.loops` (Führer–Wallrapp:
+their forces eliminated by the loop coordinates of :mod:`conserve.backends.loops` (Führer–Wallrapp:
 C̄ = Ḡ_l H2(q_{n+½}), dependent/independent split by pivoted QR of C at q_n, N a basis of ker C̄).
 The equations are
 
@@ -17,24 +18,47 @@ quadratic), and Nᵀ then annihilates H2ᵀ Ḡ_lᵀ λ̃_l = C̄ᵀ λ̃_l. A s
 therefore one of the director step, and vice versa: the same discrete trajectory, with the same
 exact energy balance and momentum maps, for n_t + n_c + 2 n_r unknowns (degrees of freedom plus
 loop equations plus cut rows; a four-bar: 5 instead of 119). The eliminated multipliers follow
-after the run (:func:`multipliers`) from Ḡᵀ λ̃ = −R1 (consistent, solved by least squares), so
+after the run (:func:`recovered_multipliers`) from Ḡᵀ λ̃ = −R1 (consistent, solved by least squares), so
 the Solution's multipliers mean the same in both backends and the step costs only its minimal
 solve.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..discrete.forces import constraint_force
-from ..discrete.newton import newton_solve
+from ..discrete.newton import Newton, newton_solve
 from ..discrete.scheme import advance, equations, rotor_weights
-from ..model import loops
 from ..model.assembled import Model, State
-from ..model.tree import increments, null_space, velocities
-from ..solution import map_steps
+from . import loops
+from .base import Carry, StepBackend, map_steps
+from .null_space import increments, null_space, velocities
+
+
+@dataclass(frozen=True)
+class Reduced(StepBackend):
+    """The energy-momentum step in the kinematic tree's minimal coordinates (Thompson's null-space
+    form with Führer–Wallrapp loop coordinates), ``newton`` its Newton options. Same trajectory as
+    :class:`~conserve.backends.director.Director`; the tree's multipliers are recovered after the
+    run."""
+
+    newton: Newton = field(default_factory=Newton)
+    name = "reduced"
+
+    def step(self, model: Model, carry: Carry, t, h):
+        state, record = step(model, carry.state, carry.multipliers, t, h, self.newton)
+        return Carry(state, record.multipliers), record
+
+    def unknowns(self, model: Model) -> int:
+        return unknowns(model)
+
+    def recover_multipliers(self, model: Model, nodes: State, multipliers, t0, h):
+        return recovered_multipliers(model, nodes, multipliers, t0, h)
 
 
 def unknowns(model: Model) -> int:
@@ -53,7 +77,7 @@ def _rows(model: Model, which, lam, q0, q1, theta0, theta1, s0, s1):
 
 def step(model: Model, state: State, lam, t, h, newton):
     """One EM step in minimal coordinates; the contract of :func:`.director.step`, except that
-    only the cut rows of ``lam`` are solved for (the others stay 0, see :func:`multipliers`)."""
+    only the cut rows of ``lam`` are solved for (the others stay 0, see :func:`recovered_multipliers`)."""
     tree = model.tree
     q0 = state.q
     Q0 = model.blocks(q0)
@@ -97,8 +121,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     size = jnp.concatenate([jnp.zeros(nd - len(loop)), g_size[loop], g_size[cut], jnp.zeros(2 * nr)])
     x, *result = newton_solve(residual, x0, newton, weights, size)
     u, lam_c, dp, dtheta = split(x)
-    new, info = advance(model, state, t, h, increments(tree, Q0, u), dp, dtheta, result)
-    return new, with_cut(lam_c), info
+    return advance(model, state, t, h, increments(tree, Q0, u), dp, dtheta, with_cut(lam_c), result)
 
 
 def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
@@ -117,7 +140,7 @@ def _batch_multipliers(model: Model, before: State, after: State, lams, t, h):
     return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, None))(model, before, after, lams, t, h)
 
 
-def multipliers(model: Model, nodes: State, lams, t0, h):
+def recovered_multipliers(model: Model, nodes: State, lams, t0, h):
     """The tree multipliers of a finished run, after the time loop (so the step stays minimal):
     ``nodes`` the States at t_0 … t_N stacked (N + 1, ...), ``lams`` (N, n_c) the step's
     multipliers (cut rows filled). Returns (N, n_c) scaled multipliers λ̃ of every kept row."""

@@ -81,7 +81,7 @@ def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None):
     Q0, Q1 = model.blocks(q0), model.blocks(q1)
     tm = t + 0.5 * h
     invariants, cotangents = [], []
-    # potentials through their invariants (DESIGN §5)
+    # potentials through their invariants (Gonzalez 1996; Betsch and Steinmann 2001)
     for k, p in zip(model.potential_kinds, model.potential_params):
         def dg(pe, a, b, k=k):  # the kind's closed form, else Gonzalez's in invariant space
             closed = k.discrete_gradient(pe, a, b)

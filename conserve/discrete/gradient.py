@@ -1,4 +1,4 @@
-"""Gonzalez discrete gradient of an energy U(π) in the space of its invariants π (DESIGN §5).
+"""Gonzalez discrete gradient of an energy U(π) in the space of its invariants π (Gonzalez 1996).
 
 An element declares invariants π(q) that are quadratic (or linear) in q and an energy U(π).
 Its discrete force is ∇̄V(q_n, q_{n+1}) = ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}); because π is

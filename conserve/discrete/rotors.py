@@ -1,7 +1,8 @@
-"""The hybrid rotors' terms of the energy-momentum step (rotor-scheme.md §4): the gyroscopic term,
-the corrected reaction couple and the motor and bearing torques, for increments Δp, Δθ of the
-rotors' axial momenta and spin angles, such that the step's energy balance and angular momentum
-map are exact.
+"""The hybrid rotors' terms of the energy-momentum step (rotors after Becker, Betsch, Franke and
+Siebert, with each rotor's axial momentum carried and a constant mass matrix; see
+docs/guide/modelling.rst): the gyroscopic term, the corrected reaction couple and the motor and
+bearing torques, for increments Δp, Δθ of the rotors' axial momenta and spin angles, such that
+the step's energy balance and angular momentum map are exact.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ..model.terms import BodyState, RotorState, midpoint_state
 
 
 def rotor_step(model: Model, t, h, state, q1, dp, dtheta):
-    """Rotor terms of the step (rotor-scheme.md §4) for increments Δp, Δθ (n_r,).
+    """Rotor terms of the step (see the module docstring) for increments Δp, Δθ (n_r,).
 
     Returns
     -------

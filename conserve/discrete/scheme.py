@@ -1,6 +1,7 @@
 """The energy-momentum midpoint scheme (Simo and Tarnow 1992; Gonzalez 1996; Betsch and Steinmann
-2001, 2002; rotor-scheme.md §2, §4): the equations of one step, its predictor and the update of
-the state, shared by the backends (:mod:`conserve.backends`), which choose the unknowns and solve.
+2001, 2002; hybrid rotors after Becker, Betsch, Franke and Siebert): the equations of one step,
+its predictor and the update of the state, shared by the backends (:mod:`conserve.backends`),
+which choose the unknowns and solve.
 
 Unknowns of the step: Δq = q_{n+1} − q_n (the increment itself, so v_{n+1} = 2Δq/h − v_n loses no
 digits), scaled multipliers λ̃ = (h²/2) λ, and per hybrid rotor Δp̃ = h Δp / (2 J_a) and Δθ.
@@ -32,10 +33,13 @@ from .forces import constraint_force, coordinate_increments, discrete_forces
 from .rotors import rotor_step
 
 
-class StepInfo(NamedTuple):
-    """Per-step statistics: Newton iterations, convergence flag, residual max-norm per iteration,
-    work (n_w,) of motors and loads and dissipation (n_s,) of joint dampers, in J, and the
-    number of sub-steps taken (1; more after a recovery, :mod:`.subdivide`)."""
+class StepRecord(NamedTuple):
+    """What a step reports: Newton ``iterations`` (int32), ``converged`` (bool), the residual's
+    max-norm at each iteration ``history`` (max_iterations,), the discrete ``work`` (n_w,) of
+    motors and loads and the ``dissipation`` (n_s + n_r,) of joint dampers and rotor bearings in
+    J, the ``substeps`` taken (1; 2^k after a recovery, ``conserve.backends.subdivide``) and the
+    step's scaled ``multipliers`` λ̃ = (h²/2) λ of the kept constraint rows (n_c,; rows a backend
+    eliminates are 0 until it recovers them after the run)."""
 
     iterations: jax.Array
     converged: jax.Array
@@ -43,13 +47,14 @@ class StepInfo(NamedTuple):
     work: jax.Array
     dissipation: jax.Array
     substeps: jax.Array
+    multipliers: jax.Array
 
 
 def predictor(model: Model, state: State, h):
     """Initial guess for Δq: h v_n, with each rigid body's directors turned by cay(h ω_n).
 
     The midpoint rule turns a free spin by exactly cay(hω) per step, so this predictor stays
-    good for fast spin (ωh ≳ 1) where h v_n sends Newton astray (rotor-scheme.md §6). ω_n is
+    good for fast spin (ωh ≳ 1) where h v_n sends Newton astray (it diverges at ωh ≥ 5). ω_n is
     taken from the body's spin momentum L = Σ_ij E_ij d_i × d_j' as ω = R J⁻¹ Rᵀ L (the node
     velocities of the midpoint DAE are not exactly tangent, L is the conserved quantity).
     """
@@ -86,7 +91,7 @@ def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta):
     f = discrete_forces(model, t, h, state, q1, (2.0 / h**2) * gs if coupled else None)[0]
     r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + gq
     r2 = model.constraints(q1, theta1, s1)
-    if not model.n_rotors:  # no hybrid rotors: the plain step of DESIGN §6
+    if not model.n_rotors:  # no hybrid rotors: the plain director step
         return r1, r2, dp, dtheta
     rotor_force, r_dq, tau, _, _ = rotor_step(model, t, h, state, q1, dp, dtheta)
     r3 = (dp - h * tau + (2.0 / h) * gtheta) / to_momentum
@@ -107,8 +112,8 @@ def _two_sum(a, b):
     return s, (a - (s - b_virtual)) + (b - b_virtual)
 
 
-def advance(model: Model, state: State, t, h, dq, dp, dtheta, newton_result):
-    """The state at t_{n+1} and the step's :class:`StepInfo` from the converged unknowns.
+def advance(model: Model, state: State, t, h, dq, dp, dtheta, multipliers, newton_result):
+    """The state at t_{n+1} and the step's :class:`StepRecord` from the converged unknowns.
 
     The coordinates are updated by compensated summation: q_{n+1} + q_low_{n+1} = q_n + q_low_n
     + Δq to O(ε²) (``State.q_low`` carries the rounding error of q, at most ulp(q)/2). Rounded
@@ -130,6 +135,6 @@ def advance(model: Model, state: State, t, h, dq, dp, dtheta, newton_result):
     else:
         rotor_work = rotor_dissipation = jnp.zeros((0,), q0.dtype)
     new = State(q1, 2.0 * dq / h - v0, s1, state.p + dp, state.theta + dtheta, q1_low)
-    info = StepInfo(iterations, converged, history, jnp.concatenate([work, rotor_work]),
-                    jnp.concatenate([dissipation, rotor_dissipation]), jnp.int32(1))
+    info = StepRecord(iterations, converged, history, jnp.concatenate([work, rotor_work]),
+                      jnp.concatenate([dissipation, rotor_dissipation]), jnp.int32(1), multipliers)
     return new, info

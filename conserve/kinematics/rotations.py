@@ -1,7 +1,7 @@
 """Rotations: user input -> rotation matrix (numpy, checked), and the director kinematics (jax).
 
 Directors are the columns of the rotation matrix, R = [d1 d2 d3], so a body vector X sits at
-X_i d_i in the inertial frame (DESIGN §3).
+X_i d_i in the inertial frame (Betsch and Steinmann 2001).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def rotation_to_quaternion(R):
 
 
 def angular_velocity(directors, director_rates):
-    """Inertial angular velocity ω = ½ Σ_i d_i × d_i' (DESIGN §3).
+    """Inertial angular velocity ω = ½ Σ_i d_i × d_i' (from d_i' = ω × d_i for orthonormal d_i).
 
     directors, director_rates : (..., 3, 3) with d_i in row i. Returns (..., 3) in rad/s.
     """
@@ -132,8 +132,8 @@ def solve3(A, b):
 def cayley(x):
     """Cayley map cay(x) = (I − ½x̂)⁻¹(I + ½x̂), a rotation by 2 atan(|x|/2) about x; x (..., 3).
 
-    The midpoint rule turns a free spin ω by exactly cay(hω) per step (rotor-scheme.md §6),
-    which makes it the Newton predictor for fast-spinning bodies.
+    The midpoint rule turns a free spin ω by exactly cay(hω) per step (an angle 2 atan(ωh/2), not
+    ωh), which makes it the Newton predictor for fast-spinning bodies.
     """
     X = 0.5 * skew(x)
     eye = jnp.broadcast_to(jnp.eye(3), X.shape)

@@ -1,4 +1,4 @@
-"""The assembled model: flat arrays and pure jax functions of the state (DESIGN §2).
+"""The assembled model: flat arrays and pure jax functions of the state, fixed once at assembly.
 
 A :class:`Model` is a jax pytree. Its leaves are numbers (mass blocks, element parameters,
 index arrays); its static part is the tuple of element kinds. Two models with the same kinds
@@ -27,7 +27,7 @@ class State(NamedTuple):
     """The state at one time node: coordinates q (n_q,), velocities v (n_q,), joint coordinates
     s (n_s,), per hybrid rotor its axial angular momentum p (n_r,) in kg m²/s and spin angle
     theta (n_r,) in rad relative to its master, and q_low (n_q,), the low-order part of the
-    coordinates: the configuration the steps have reached is q + q_low, |q_low| ≤ ulp(q)/2
+    coordinates: the configuration the steps have reached is q + q_low, ``|q_low| ≤ ulp(q)/2``
     (compensated summation of the updates, see :func:`conserve.discrete.scheme.advance`;
     zeros at the start; carried by runs and checkpoints, not kept in a Solution)."""
 
@@ -113,7 +113,8 @@ class Model:
         return (self.mu @ v.reshape(-1, 3)).ravel()
 
     def kinetic_energy(self, v, p):
-        """T = ½ vᵀ M' v + Σ_k p_k² / (2 J_a,k) in J (rotor-scheme.md §4)."""
+        """T = ½ vᵀ M' v + Σ_k p_k² / (2 J_a,k) in J (M' holds the hybrid rotors' mass and transverse
+        inertia, p_k their axial angular momenta)."""
         return 0.5 * v @ self.mass_times(v) + jnp.sum(0.5 * p**2 / self.rotor_params["axial_inertia"])
 
     def routhian(self, q, v, p, s):
@@ -145,11 +146,11 @@ class Model:
 
     def angular_momentum(self, q, v, p):
         """J = Σ_a q_a × (M' v)_a + Σ_k p_k ã_k(q) about the origin, in kg m²/s (3,)
-        (rotor-scheme.md §1, §4)."""
+        (q_a over all 3-vector blocks; ã_k the rotor axes of ``rotor_axes``)."""
         J = jnp.sum(jnp.cross(q.reshape(-1, 3), self.mass_times(v).reshape(-1, 3)), axis=0)
         return J + p @ self.rotor_axes(q) if self.n_rotors else J
 
-    # --- hybrid rotors (rotor-scheme.md §4) -----------------------------------------------
+    # --- hybrid rotors (Becker et al.; docs/guide/modelling.rst) ----------------------
     @property
     def n_rotors(self):
         return self.rotor_params["axial_inertia"].shape[0]

@@ -3,7 +3,7 @@
 A rigid body has q = (φ, d1, d2, d3) ∈ R¹² with φ its centre of mass and d_i its principal or
 body axes in the inertial frame; its mass matrix is M = kron(μ, I3) with
 μ = diag(m, E), E = ½ tr(J) I − J the Euler tensor of the inertia J about the centre of mass
-(DESIGN §3, rotor-scheme.md §1). A point mass has q = φ ∈ R³ and μ = [m].
+(Betsch and Steinmann 2001). A point mass has q = φ ∈ R³ and μ = [m].
 """
 
 from __future__ import annotations
@@ -87,13 +87,13 @@ def checked_inertia(name, inertia):
 
 
 def euler_tensor(J):
-    """E = ½ tr(J) I − J, the Euler tensor of the director mass matrix (DESIGN §3); J = tr(E) I − E."""
+    """E = ½ tr(J) I − J, the Euler tensor of the director mass matrix (Betsch and Steinmann 2001); J = tr(E) I − E."""
     return 0.5 * np.trace(J) * np.eye(3) - J
 
 
 @dataclass(frozen=True)
 class DirectorOrthonormality(ConstraintKind):
-    """Internal constraints of a rigid body (DESIGN §3): ½(d_i·d_i − 1) = 0, d_i·d_j = 0 (i<j).
+    """Internal constraints of a rigid body (Betsch and Steinmann 2001): ½(d_i·d_i − 1) = 0, d_i·d_j = 0 (i<j).
 
     params: ``frame`` (n, 4) block indices. Residual (n, 6), dimensionless.
     """

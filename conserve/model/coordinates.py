@@ -27,7 +27,8 @@ from .elements import ConstraintKind, CoordinateGeometry
 
 @dataclass(frozen=True)
 class Angle(CoordinateGeometry):
-    """Relative rotation angle θ about a joint axis n (rotor-scheme.md §5).
+    """Relative rotation angle θ about a joint axis n, with an exact discrete increment (a torque τ
+    about n does discrete work exactly τ Δθ).
 
     π = (b·e1, b·e2) with e1, e2 ⟂ n body vectors of A (e1 × e2 = n) and b ⟂ n of B; θ = atan2(π2, π1).
     Δθ = atan2(σ, c), σ = π1,n π2,n+1 − π2,n π1,n+1, c = π_n·π_{n+1};

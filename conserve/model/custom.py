@@ -136,8 +136,9 @@ class Constraint(ConstraintElement):
 class Potential(ForceElement):
     """A potential U(π) of invariants π = ``invariants(*frames)`` (k,), quadratic in the coordinates.
 
-    Its discrete force is ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}) (DESIGN §5): exact energy balance, and
-    momentum conserved where the invariants are invariant under the symmetry.
+    Its discrete force is ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}) (Gonzalez 1996; Betsch and Steinmann
+    2001): exact energy balance, and momentum conserved where the invariants are invariant under
+    the symmetry.
     """
 
     def __init__(self, parts, invariants, energy, *, name="potential"):

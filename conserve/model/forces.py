@@ -1,15 +1,15 @@
 """Forces: gravity fields, applied loads, spring-dampers and motors.
 
-Potentials (gravity, springs) enter the step through invariants (DESIGN §5); dampers and
-motors act on joint coordinates with exact discrete derivatives (:mod:`.coordinates`);
+Potentials (gravity, springs) enter the step through invariants (Gonzalez 1996; Betsch and
+Steinmann 2001); dampers and motors act on joint coordinates with exact discrete derivatives
+(:mod:`.coordinates`);
 applied loads are evaluated at the midpoint. Every element's discrete work and dissipation per
 step is reported in the Solution, so that E_n − E_0 = W_n − D_n can be checked.
 """
 
 from __future__ import annotations
 
-import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -21,8 +21,8 @@ from .bodies import Ground, PointMass, RigidBody
 from .coordinates import CoordinateElement, Length
 from .elements import ForceElement, LoadKind, PotentialKind
 from .joints import Joint
-from .laws import BODY, SCALAR, Law, as_array
-from .terms import Term, midpoint_state
+from .laws import BODY, JOINT, SCALAR, Law, as_array, deprecated_form, positional_arity
+from .terms import JointState, Term, midpoint_state
 
 
 # --- kinds ---------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ class CentralGravityPotential(PotentialKind):
     material point x (as :class:`UniformGravity`).
 
     Invariant s = |x|² (quadratic, rotation invariant about the origin ⇒ angular momentum about
-    the origin is conserved); closed-form discrete gradient without 0/0 (rotor-scheme.md §3):
+    the origin is conserved); closed-form discrete gradient ΔV/Δs, simplified so that it has no 0/0:
     Q = μ m / (√s0 √s1 (√s0 + √s1)).
     params: ``frame`` (n, 4), ``at`` (n, 3), ``mass`` (n,), ``mu`` (n,) in m³/s².
     """
@@ -71,8 +71,9 @@ class CentralGravityPotential(PotentialKind):
 class Load(LoadKind):
     """Applied force at a body point and/or pure torque, constant or ``fn(t, state)``.
 
-    Generalized force (DESIGN §3): f_φ = F, f_{d_i} = X_i F + ½ m × d_i, evaluated at the
-    midpoint q_{n+½} and t_{n+½}; its discrete work f·Δq is reported per step.
+    Generalized force (the virtual work of F at φ + X_i d_i and of m under δd_i = δα × d_i):
+    f_φ = F, f_{d_i} = X_i F + ½ m × d_i, evaluated at the midpoint q_{n+½} and t_{n+½}; its
+    discrete work f·Δq is reported per step.
     params: ``frame`` (n, 4), ``at`` (n, 3), ``force`` (n, 3), ``torque`` (n, 3).
     ``body_axes``: force and torque given in body axes (rotated by the midpoint directors).
     """
@@ -146,7 +147,7 @@ class _Field(ForceElement):
 class Gravity(_Field):
     """Uniform gravity field g (m/s², inertial frame) on every body and point mass (or ``parts``).
 
-    Its potential V = −Σ m g·x_c is linear in q, so the midpoint gradient is exact (DESIGN §5).
+    Its potential V = −Σ m g·x_c is linear in q, so the midpoint gradient is exact (ΔV = ∇V·Δq).
     """
 
     kind = UniformGravity()
@@ -165,7 +166,7 @@ class Gravity(_Field):
 class CentralGravity(_Field):
     """Newtonian gravity of a point mass μ = G M (m³/s²) at the origin on every body and point
     mass (or ``parts``): ``V = −μ m / |x_c|`` (no gravity-gradient torque). Conserves angular momentum
-    about the origin exactly (closed-form invariant discrete gradient, rotor-scheme.md §3)."""
+    about the origin exactly (closed-form discrete gradient in the rotation invariant ``s = |x_c|²``)."""
 
     kind = CentralGravityPotential()
 
@@ -184,16 +185,14 @@ def _load_function(name, what, value, axes):
     if value is None:
         return None, np.zeros(3), None
     if callable(value):
-        try:
-            with_state = len(inspect.signature(value).parameters) >= 2
-        except (TypeError, ValueError):  # no signature to read (a builtin): assume (t, state)
-            with_state = True
         returns = f"a (3,) {what} in {'N' if what == 'force' else 'N m'} ({axes} axes)"
-        law = (Law(f"{what} law", value, f"{what}(t, state) with state.position, .velocity, .rotation, "
-                   ".angular_velocity of the part at t_{n+½}", (SCALAR, BODY), (3,), returns) if with_state else
-               Law(f"{what} law", value, f"{what}(t)", (SCALAR,), (3,), returns))
-        fn = value if with_state else (lambda t, state, f=value: f(t))
-        return as_array(fn), np.zeros(3), law
+        law = Law(f"{what} law", value, f"{what}(t, state) with state.position, .velocity, .rotation, "
+                  ".angular_velocity of the part at t_{n+½}", (SCALAR, BODY), (3,), returns)
+        if positional_arity(value) == 1:  # the old form f(t)
+            deprecated_form(name, f"{what}(t)", f"{what}(t, state)")
+            law = replace(law, signature=f"{what}(t)", args=(SCALAR,))
+            return as_array(lambda t, state, f=value: f(t)), np.zeros(3), law
+        return as_array(value), np.zeros(3), law
     return None, _vec3(name, what, value), None
 
 
@@ -203,9 +202,10 @@ class Force(ForceElement):
     Parameters
     ----------
     part : RigidBody or PointMass
-    force, torque : (3,) constants, or callables ``f(t)`` / ``f(t, state)`` returning (3,);
-        ``state`` has the part's midpoint ``position``, ``velocity``, ``rotation``,
-        ``angular_velocity`` (jax-traceable functions only)
+    force, torque : (3,) constants, or laws ``f(t, state)`` returning (3,) (jax-traceable), with
+        ``state`` the part's :class:`~conserve.model.terms.BodyState` at t_{n+½} (``position``,
+        ``velocity``, ``rotation``, ``angular_velocity``); the old form ``f(t)`` still works
+        (deprecated)
     at : (3,) world point of application at the start (default: the centre of mass), or
     at_body : (3,) body point
     frame : "inertial" or "body" — axes of force and torque
@@ -342,26 +342,30 @@ class JointSpringDamper(_OnJoint):
 
 class JointMotor(_OnJoint):
     """Internal actuator on a joint coordinate: torque τ in N m about a revolute axis (on b,
-    reaction on a) or force in N along a prismatic axis. ``law(t, s, s_dot)`` or
-    ``law(t, s, s_dot, a_state)`` (a_state: the :class:`BodyState` of part a) must be
-    jax-traceable; it is evaluated at t_{n+½} with s_{n+½} and s' = Δs/h, and its discrete
-    work τ Δs is reported per step."""
+    reaction on a) or force in N along a prismatic axis, ``law(t, joint)`` (jax-traceable) with
+    ``joint`` a :class:`~conserve.model.terms.JointState`: the coordinate's ``value`` s_{n+½},
+    its ``rate`` Δs/h and part a's :class:`~conserve.model.terms.BodyState` ``a``, at t_{n+½}.
+    Its discrete work τ Δs is reported per step. The old forms ``law(t, s, s_dot)`` and
+    ``law(t, s, s_dot, a_state)`` still work (deprecated)."""
 
     def __init__(self, joint, law, *, coordinate=None, name=None):
+        name = name or f"motor on {getattr(joint, 'name', joint)}"
         if not callable(law):
-            raise ModelError(f"JointMotor on '{joint.name}': law must be a function (t, s, s_dot) -> torque.")
-        try:
-            with_state = len(inspect.signature(law).parameters) >= 4
-        except (TypeError, ValueError):  # no signature to read (a builtin): assume the full one
-            with_state = True
-        args = (SCALAR, SCALAR, SCALAR, BODY) if with_state else (SCALAR, SCALAR, SCALAR)
-        signature = "law(t, s, s_dot, a_state)" if with_state else "law(t, s, s_dot)"
-        super().__init__(joint, coordinate, name or f"motor on {joint.name}", 0.0, 0.0, 0.0,
-                         as_array(law if with_state else _ignore_state(law)))
+            raise ModelError(f"'{name}': law must be a function law(t, joint) -> torque or force.")
+        arity = positional_arity(law)
+        if arity in (3, 4):  # the old forms law(t, s, s_dot[, a_state])
+            old = "law(t, s, s_dot" + (", a_state)" if arity == 4 else ")")
+            deprecated_form(name, old, "law(t, joint) with joint.value, joint.rate, joint.a")
+            step_law = law if arity == 4 else _ignore_state(law)
+            signature, args = old, (SCALAR, SCALAR, SCALAR, BODY)[:arity]
+        else:
+            step_law = _with_joint_state(law)
+            signature, args = "law(t, joint) with joint.value, joint.rate, joint.a (JointState)", (SCALAR, JOINT)
+        super().__init__(joint, coordinate, name, 0.0, 0.0, 0.0, as_array(step_law))
         unit = "N m" if self.coordinate == "angle" else "N"
         what = "torque" if unit == "N m" else "force"
-        self._law = Law("motor law", law, signature + " with the joint's " + self.coordinate + " s and rate s_dot "
-                        "at t_{n+½}", args, (), f"a scalar: the motor's {what} in {unit}")
+        self._law = Law("motor law", law, f"{signature}: the joint's {self.coordinate} at t_{{n+½}}", args, (),
+                        f"a scalar: the motor's {what} in {unit}")
 
     def laws(self):
         return [self._law]
@@ -379,3 +383,10 @@ def _ignore_state(law):
         return law(t, s, s_dot)
 
     return with_state
+
+
+def _with_joint_state(law):
+    def step_law(t, s, s_dot, state):
+        return law(t, JointState(s, s_dot, state))
+
+    return step_law

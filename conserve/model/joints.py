@@ -1,4 +1,4 @@
-"""The joint catalogue: holonomic constraints between two parts (DESIGN §4, Thompson §IV).
+"""The joint catalogue: holonomic constraints between two parts (Thompson §IV; Betsch and Leyendecker 2006).
 
 Every joint is a composition of four quadratic constraint kinds of :mod:`.terms`
 (PointCoincidence, VectorDot, PointOffset, Distance), so the midpoint Jacobian is an exact

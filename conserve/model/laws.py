@@ -11,6 +11,7 @@ that names the element, the law's expected signature and return shape, and the f
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass, replace
 
 import jax
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..kinematics.frames import Frame
-from .terms import BodyState, RotorState
+from .terms import BodyState, JointState, RotorState
 
 #: Abstract arguments of the laws (float64 scalars, vectors, matrices).
 SCALAR = jax.ShapeDtypeStruct((), jnp.float64)
@@ -27,6 +28,7 @@ VECTOR = jax.ShapeDtypeStruct((3,), jnp.float64)
 MATRIX = jax.ShapeDtypeStruct((3, 3), jnp.float64)
 BODY = BodyState(VECTOR, VECTOR, MATRIX, VECTOR)
 ROTOR = RotorState(SCALAR, SCALAR, BODY)
+JOINT = JointState(SCALAR, SCALAR, BODY)
 FRAME = Frame(VECTOR, MATRIX)
 
 
@@ -98,6 +100,25 @@ def check(owner: str, law: Law):
             raise ModelError(f"{where} returns {np.dtype(dtype).name} values; conserve computes in float64: return "
                              f"real float64 (or integer) numbers, e.g. drop a dtype=jnp.float32. {expected}.")
     return shape
+
+
+def positional_arity(fn):
+    """The number of positional parameters ``fn`` requires, or None if it cannot be read (a builtin,
+    ``*args``): how a law's form is recognised."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+
+
+def deprecated_form(owner: str, old: str, new: str):
+    """Warn that the element ``owner``'s law uses the old form ``old``; ``new`` is the one to write."""
+    warnings.warn(f"'{owner}': a law {old} is deprecated and will be removed; write {new} (every law is "
+                  "law(t, state) with a typed state, see the Force, JointMotor and Rotor docs).",
+                  DeprecationWarning, stacklevel=4)
 
 
 def as_array(fn):

@@ -1,6 +1,7 @@
-"""Balanced rotors on a master body: hybrid spin coordinates (DESIGN §7, rotor-scheme.md §4) and
-the same rotor as a full body for comparison (the winch rope that couples a spin angle to a rope
-length is :mod:`.rope`).
+"""Balanced rotors on a master body: hybrid spin coordinates (after Becker, Betsch, Franke and
+Siebert, "Hybrid coordinate approach for the modelling and simulation of multibody systems",
+Secs. 1–2; see also docs/guide/modelling.rst) and the same rotor as a full body for comparison
+(the winch rope that couples a spin angle to a rope length is :mod:`.rope`).
 
 A hybrid rotor adds one spin angle θ (and its axial momentum p) to the state and nothing to
 the constraints: its mass and *transverse* inertia join the master's constant mass matrix, its
@@ -45,7 +46,8 @@ def _unit(name, what, v):
 
 def rotor_mass_blocks(mass, transverse, axis, offset):
     """μ(m, J_t (I − a aᵀ), c) (4, 4): the rotor's mass and transverse inertia as seen by its
-    master's directors (rotor-scheme.md §1, §4), for a rotor centre at body point c."""
+    master's directors, for a rotor centre at body point c: μ = [[m, m cᵀ], [m c, E(J) + m c cᵀ]],
+    J = J_t (I − a aᵀ), E the Euler tensor."""
     J = transverse * (np.eye(3) - np.outer(axis, axis))
     E = 0.5 * np.trace(J) * np.eye(3) - J
     mu = np.zeros((4, 4))
@@ -182,6 +184,6 @@ class Rotor(Element):
             elements.append(JointSpringDamper(joint, 0.0, self.friction, name=f"{self.name} bearing"))
         if self.motor is not None:
             law = self.motor
-            elements.append(JointMotor(joint, lambda t, s, sd, master: law(t, RotorState(s, sd, master)),
+            elements.append(JointMotor(joint, lambda t, spin: law(t, RotorState(spin.value, spin.rate, spin.a)),
                                        name=f"{self.name} motor"))
         return elements

@@ -1,4 +1,4 @@
-"""System: the user's collection of parts, assembled once into a :class:`Model` (DESIGN §2).
+"""System: the user's collection of parts, assembled once into a :class:`Model` (pure jax, flat arrays).
 
 Assembly fixes the coordinate layout (parts in order of appearance, each owning consecutive
 3-vector blocks), groups elements by kind, and checks the initial state: positions and
@@ -9,7 +9,7 @@ default, dropped so that the remaining rows have full rank; all rows are still m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import jax
 import jax.numpy as jnp
@@ -188,9 +188,38 @@ class System:
         redundant : "drop" (default) removes a minimal set of dependent constraint rows,
             keeping the earlier-listed ones, and reports them in ``assembly.report()``;
             "raise" refuses with a ModelError naming them.
+
+        The stages, in order: the ``validated`` elements, their layout (``make_layout``), the
+        elements' terms stacked by kind (``stacked_terms``, which also names every row and entry
+        in the layout), the model (``make_model``), the ``initial_state``, the initial-state and
+        redundancy check that fixes the kept rows (``checked_constraints``), and the reduced
+        backend's kinematic tree (``conserve.model.tree``).
         """
         if redundant not in ("drop", "raise"):
             raise ModelError(f"assemble: redundant must be 'drop' or 'raise', got {redundant!r}.")
+        parts, others = self.validated()
+        layout = make_layout(parts, others, self.body_rotors)
+        terms = [t for e in parts + others for t in e.terms(layout)]
+        _link_coordinates(terms)
+        links, tree_params, tree_owners = spanning_tree(parts, others, layout)
+        groups, row_priority = stacked_terms(terms, layout, tree_owners)
+        model = make_model(parts, layout, groups)
+        state = initial_state(model, parts, layout.rotors)
+        keep = checked_constraints(model, layout, state, row_priority, redundant)
+        model = replace(model, constraint_keep=keep)
+        # kept rows by role in the reduced step: the tree's (eliminated by H2), the other quadratic
+        # rows of q alone (loop-closing joints: eliminated by loop coordinates), all others
+        # (ropes on hybrid winches, coordinate relations, user constraints: keep multipliers)
+        role = ["tree" if layout.constraint_rows[i][0] in tree_owners else "loop" if k.of_coordinates_alone else "cut"
+                for i, k in zip(keep, model.row_kinds)]
+        tree = Tree(tuple({k: jnp.asarray(v) for k, v in p.items()} for p in tree_params), links,
+                    *(tuple(k for k, r in enumerate(role) if r == which) for which in ("tree", "loop", "cut")),
+                    layout.n_blocks)
+        return Assembly(replace(model, tree=tree), layout, state)
+
+    def validated(self):
+        """(parts, other elements) after checking that there is something to simulate, that names
+        are unique and that every user law can run in the step (:mod:`.laws`)."""
         parts = self.parts()
         if not parts:
             raise ModelError("System: no bodies or point masses to simulate; add at least one RigidBody or "
@@ -202,71 +231,76 @@ class System:
             raise ModelError(f"System: the names {dup} are used more than once; names must be unique.")
         for e in [*self.body_rotors, *others]:  # user laws, before anything is traced
             check_all(e.name, e.laws())
-        offsets, o = {}, 0
-        for p in parts:
-            offsets[p.name] = o
-            o += p.n_blocks
-        layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)],
-                        body_rotors=list(self.body_rotors))
-        layout.sketch = _sketch(others, self.body_rotors)
-        terms = [t for e in parts + others for t in e.terms(layout)]
-        _link_coordinates(terms)
-        links, tree_params, tree_owners = spanning_tree(parts, others, layout)
-        # rows of the kinematic tree come first, so redundant rows are dropped from cut joints
-        priority = {id(t): (t.owner not in tree_owners, i) for i, t in enumerate(terms)}
-        groups = {"constraint": [], "potential": [], "coordinate": [], "load": []}
-        row_priority = []
-        for kind, params, ts in stack_terms(terms):
-            params = {k: jnp.asarray(v) for k, v in params.items()}
-            family = _family(kind)
-            groups[family].append((kind, params, ts))
-            if family == "constraint":
-                for t in ts:
-                    labels = t.rows or kind.rows
-                    layout.constraint_rows.extend((t.owner, r) for r in labels)
-                    row_priority.extend((priority[id(t)], j) for j in range(len(labels)))
-        # name the entries of s and of the per-step work in the order Model.discrete_forces makes them
-        layout.coordinate_names = [t.owner for _, _, ts in groups["coordinate"] for t in ts]
-        layout.work_names = ([t.owner for k, _, ts in groups["coordinate"] if k.motor is not None for t in ts]
-                             + [t.owner for _, _, ts in groups["load"] for t in ts]
-                             + [r.name for r in layout.rotors if r.motor is not None])
-        layout.dissipation_names = layout.coordinate_names + [r.name for r in layout.rotors]
-        mu = scipy.linalg.block_diag(*[p.mass_blocks() for p in parts]) if parts else np.zeros((0, 0))
-        for r in layout.rotors:  # a hybrid rotor's mass and transverse inertia ride on its master
-            f = layout.frame(r.master)
-            mu[np.ix_(f, f)] += r.mass_blocks()
-        rotors = layout.rotors
-        rotor_params = {"frame": np.array([layout.frame(r.master) for r in rotors], dtype=np.int64).reshape(-1, 4),
-                        "axis": np.array([r.axis for r in rotors]).reshape(-1, 3),
-                        "axial_inertia": np.array([r.axial_inertia for r in rotors]),
-                        "friction": np.array([r.friction for r in rotors])}
-        translational = np.concatenate([[1.0] + [0.0] * (p.n_blocks - 1) for p in parts]) if parts else np.zeros(0)
-        rigid = np.array([layout.frame(p) for p in parts if p.n_blocks == 4], dtype=np.int64).reshape(-1, 4)
-        model = Model(
-            mu=jnp.asarray(mu), translational=jnp.asarray(translational), rigid_frames=jnp.asarray(rigid),
-            constraint_keep=tuple(range(len(layout.constraint_rows))),
-            **{f"{f}_params": tuple(p for _, p, _ in g) for f, g in groups.items()},
-            **{f"{f}_kinds": tuple(k for k, _, _ in g) for f, g in groups.items()},
-            rotor_params={k: jnp.asarray(v) for k, v in rotor_params.items()},
-            rotor_laws=tuple(r.motor for r in rotors), tree=None,
-        )
-        q0 = jnp.asarray(np.concatenate([p.initial_blocks().ravel() for p in parts]))
-        v0 = jnp.asarray(np.concatenate([p.initial_rates().ravel() for p in parts]))
-        state = State(q0, v0, model.coordinate_values(q0), jnp.asarray([r.axial_momentum for r in rotors]),
-                      jnp.zeros(len(rotors)), jnp.zeros_like(q0))
-        spin_rates = np.array([r.spin_rate for r in rotors])
-        keep = [int(i) for i in _check_constraints(model, layout, state, spin_rates, row_priority, redundant)]
-        # kept rows by role in the reduced step: the tree's (eliminated by H2), the other quadratic
-        # rows of q alone (loop-closing joints: eliminated by loop coordinates), all others
-        # (ropes on hybrid winches, coordinate relations, user constraints: keep multipliers)
-        model = Model(**{**model.__dict__, "constraint_keep": tuple(keep)})
-        role = ["tree" if layout.constraint_rows[i][0] in tree_owners else "loop" if k.of_coordinates_alone else "cut"
-                for i, k in zip(keep, model.row_kinds)]
-        tree = Tree(tuple({k: jnp.asarray(v) for k, v in p.items()} for p in tree_params), links,
-                    *(tuple(k for k, r in enumerate(role) if r == which) for which in ("tree", "loop", "cut")),
-                    layout.n_blocks)
-        model = Model(**{**model.__dict__, "tree": tree})
-        return Assembly(model, layout, state)
+        return parts, others
+
+
+def make_layout(parts, others, body_rotors) -> Layout:
+    """The coordinate layout: each part owns consecutive 3-vector blocks, in order of appearance;
+    the hybrid rotors in the order of the state's p and θ."""
+    offsets, o = {}, 0
+    for p in parts:
+        offsets[p.name] = o
+        o += p.n_blocks
+    layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)], body_rotors=list(body_rotors))
+    layout.sketch = _sketch(others, body_rotors)
+    return layout
+
+
+def stacked_terms(terms, layout: Layout, tree_owners):
+    """The terms stacked by kind and grouped by family ({family: [(kind, params, terms)]}) and
+    the priority of every constraint row (tree rows first, so that redundant rows are dropped
+    from cut joints). Names, in the layout, every constraint row, joint coordinate, work and
+    dissipation entry in the order the model and the step make them — defined here only."""
+    priority = {id(t): (t.owner not in tree_owners, i) for i, t in enumerate(terms)}
+    groups = {"constraint": [], "potential": [], "coordinate": [], "load": []}
+    row_priority = []
+    for kind, params, ts in stack_terms(terms):
+        params = {k: jnp.asarray(v) for k, v in params.items()}
+        family = _family(kind)
+        groups[family].append((kind, params, ts))
+        if family == "constraint":
+            for t in ts:
+                labels = t.rows or kind.rows
+                layout.constraint_rows.extend((t.owner, r) for r in labels)
+                row_priority.extend((priority[id(t)], j) for j in range(len(labels)))
+    layout.coordinate_names = [t.owner for _, _, ts in groups["coordinate"] for t in ts]
+    layout.work_names = ([t.owner for k, _, ts in groups["coordinate"] if k.motor is not None for t in ts]
+                         + [t.owner for _, _, ts in groups["load"] for t in ts]
+                         + [r.name for r in layout.rotors if r.motor is not None])
+    layout.dissipation_names = layout.coordinate_names + [r.name for r in layout.rotors]
+    return groups, row_priority
+
+
+def make_model(parts, layout: Layout, groups) -> Model:
+    """The Model of the stacked terms: block mass matrix (hybrid rotors' mass and transverse
+    inertia on their masters), frames, every kind's parameters, the rotors' data; all rows kept."""
+    mu = scipy.linalg.block_diag(*[p.mass_blocks() for p in parts])
+    for r in layout.rotors:
+        f = layout.frame(r.master)
+        mu[np.ix_(f, f)] += r.mass_blocks()
+    rotors = layout.rotors
+    rotor_params = {"frame": np.array([layout.frame(r.master) for r in rotors], dtype=np.int64).reshape(-1, 4),
+                    "axis": np.array([r.axis for r in rotors]).reshape(-1, 3),
+                    "axial_inertia": np.array([r.axial_inertia for r in rotors]),
+                    "friction": np.array([r.friction for r in rotors])}
+    translational = np.concatenate([[1.0] + [0.0] * (p.n_blocks - 1) for p in parts])
+    rigid = np.array([layout.frame(p) for p in parts if p.n_blocks == 4], dtype=np.int64).reshape(-1, 4)
+    return Model(
+        mu=jnp.asarray(mu), translational=jnp.asarray(translational), rigid_frames=jnp.asarray(rigid),
+        constraint_keep=tuple(range(len(layout.constraint_rows))),
+        **{f"{f}_params": tuple(p for _, p, _ in g) for f, g in groups.items()},
+        **{f"{f}_kinds": tuple(k for k, _, _ in g) for f, g in groups.items()},
+        rotor_params={k: jnp.asarray(v) for k, v in rotor_params.items()},
+        rotor_laws=tuple(r.motor for r in rotors), tree=None,
+    )
+
+
+def initial_state(model: Model, parts, rotors) -> State:
+    """The State at t0 from the parts' and rotors' initial data (not yet checked)."""
+    q0 = jnp.asarray(np.concatenate([p.initial_blocks().ravel() for p in parts]))
+    v0 = jnp.asarray(np.concatenate([p.initial_rates().ravel() for p in parts]))
+    return State(q0, v0, model.coordinate_values(q0), jnp.asarray([r.axial_momentum for r in rotors]),
+                 jnp.zeros(len(rotors)), jnp.zeros_like(q0))
 
 
 def _sketch(elements, body_rotors):
@@ -324,13 +358,16 @@ def independent_rows(G, order, tol=RANK_TOL):
     return sorted(keep)
 
 
-def _check_constraints(model: Model, layout: Layout, state: State, spin_rates, row_priority, redundant):
-    """Raise on initial positions/velocities off the constraints; return the rows to keep.
-    Positions are (q, θ) and velocities (v, θ') with θ' the rotors' initial spin rates."""
+def checked_constraints(model: Model, layout: Layout, state: State, row_priority, redundant):
+    """Raise on initial positions/velocities off the constraints; return the rows to keep (a tuple
+    of indices into ``layout.constraint_rows``; the redundant ones dropped, or refused when
+    ``redundant="raise"``) and set the layout's rank and degrees of freedom. Positions are (q, θ)
+    and velocities (v, θ') with θ' the rotors' initial spin rates."""
+    spin_rates = np.array([r.spin_rate for r in layout.rotors])
     n_q = model.n_coordinates + model.n_rotors
     if not layout.constraint_rows:
         layout.rank, layout.degrees_of_freedom = 0, n_q
-        return np.arange(0)
+        return ()
     g = np.asarray(model.initial_constraints(state.q, state.theta))
     G = np.hstack([np.asarray(x) for x in jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta)])
     s0 = model.coordinate_values(state.q)
@@ -366,4 +403,4 @@ def _check_constraints(model: Model, layout: Layout, state: State, spin_rates, r
                 f"the others: {which}. Remove or replace joints so that each freedom is constrained once, or "
                 "assemble with redundant='drop'.")
         layout.dropped_rows = dropped
-    return np.asarray(keep)
+    return tuple(int(i) for i in keep)

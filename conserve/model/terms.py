@@ -72,6 +72,16 @@ class RotorState(NamedTuple):
     master: BodyState
 
 
+class JointState(NamedTuple):
+    """What a joint motor's law sees at t_{n+½}: the joint coordinate's ``value`` s_{n+½} (rad
+    for an angle, m for a slide), its ``rate`` Δs/h (rad/s or m/s) and the :class:`BodyState`
+    of the joint's part ``a`` (the motor acts on b, its reaction on a)."""
+
+    value: jax.Array
+    rate: jax.Array
+    a: BodyState
+
+
 def midpoint_state(Q0, Q1, frame, h):
     """BodyStates (leading axis n) of the frames (n, 4) at t_{n+½}: q_{n+½}, v̄ = Δq/h and
     ω̄ = ½ Σ d_i × Δd_i / h."""

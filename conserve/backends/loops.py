@@ -1,5 +1,5 @@
-"""Loop coordinates (Führer & Wallrapp 1984; DESIGN §8): which minimal coordinates of the
-kinematic tree stay independent once cut joints close loops.
+"""Loop coordinates (Führer & Wallrapp 1984, Sec. 2, eqs. (12)–(16)): which minimal coordinates
+of the kinematic tree stay independent once cut joints close loops.
 
 A loop-closing joint's constraints g_l(q) = 0 restrict the tree's minimal velocities ν
 (:mod:`conserve.model.tree`) to C ν = 0 with

@@ -1,0 +1,103 @@
+"""The contract of a time-stepping backend: what :func:`conserve.simulate` and :func:`conserve.step`
+need from it, and the records it returns.
+
+A **step backend** (the energy-momentum ones: :class:`~conserve.backends.director.Director`,
+:class:`~conserve.backends.reduced.Reduced`, and the wrapper
+:class:`~conserve.backends.subdivide.Subdividing`) is a hashable value (a frozen dataclass
+holding its options, e.g. its Newton options) with a pure step
+
+    carry_{n+1}, record = backend.step(model, carry_n, t_n, h)
+
+on a :class:`Carry` — the :class:`~conserve.model.assembled.State` and the scaled multipliers
+λ̃ = (h²/2) λ of the last step, Newton's next initial guess. The step is traced once and run by
+``jax.lax.scan``; it must be a pure jax function of its array arguments (jit, vmap, and — through
+the implicit-function rule of the Newton solve — grad). Backends that eliminate multipliers
+recover them after the run (:meth:`StepBackend.recover_multipliers`).
+
+A **reference backend** (``"ode"``: scipy's solve_ivp on Thompson's reduced ODE) is not a
+discrete scheme: it integrates a whole run at once and is a separate path of
+:func:`conserve.simulate`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..discrete.scheme import StepRecord
+from ..model.assembled import Model, State
+
+
+class Carry(NamedTuple):
+    """What a step carries to the next: the ``state`` at t_n and the scaled ``multipliers``
+    λ̃ = (h²/2) λ (n_c,) of the last step (Newton's initial guess; zeros at the start)."""
+
+    state: State
+    multipliers: jax.Array
+
+
+class StepOutput(NamedTuple):
+    """What the time loop keeps of each step: the ``node`` (State at t_{n+1}), the step's
+    :class:`~conserve.discrete.scheme.StepRecord` and the node's ``diagnostics``
+    (``conserve.solution.node_diagnostics``)."""
+
+    node: State
+    record: StepRecord
+    diagnostics: dict
+
+
+class StepBackend(ABC):
+    """A discrete scheme advancing a :class:`Carry` by one step (see the module docstring).
+    Subclasses are frozen dataclasses; ``name`` is how :func:`conserve.simulate` knows them."""
+
+    name: ClassVar[str] = ""
+    #: order of convergence of the scheme
+    order: ClassVar[int] = 2
+
+    def init(self, model: Model, state: State) -> Carry:
+        """The carry at t0: the state and zero multipliers."""
+        return Carry(state, jnp.zeros(model.n_constraints, state.q.dtype))
+
+    @abstractmethod
+    def step(self, model: Model, carry: Carry, t, h) -> tuple[Carry, StepRecord]:
+        """One step t -> t + h (t, h float64 scalars, s)."""
+
+    @abstractmethod
+    def unknowns(self, model: Model) -> int:
+        """The number of unknowns solved for per step."""
+
+    def recover_multipliers(self, model: Model, nodes: State, multipliers, t0, h):
+        """The scaled multipliers (N, n_c) of every kept row of a finished run, from the nodes
+        (States stacked, N + 1) and the multipliers the steps carried (N, n_c); backends that
+        eliminate some (the reduced one) fill them in here."""
+        return multipliers
+
+
+class ReferenceBackend(ABC):
+    """A reference integrator of a whole run (not a conserving scheme)."""
+
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def integrate(self, assembly, t0, t_end, dt):
+        """(nodes State (N+1, …), dissipation (N, n_s + n_r), work (N, n_w), stats dict, failure
+        message or None) with nodes every dt."""
+
+    @abstractmethod
+    def unknowns(self, model: Model) -> int:
+        """The size of the integrated ODE state."""
+
+
+def map_steps(fn, *args, block=512):
+    """``fn(*args)`` for per-step arrays (pytrees with leading axis N ≥ 1), evaluated in blocks of
+    ``block`` steps, the last one padded: a jitted, batched ``fn`` compiles once for any N.
+    Returns numpy arrays with leading axis N."""
+    n = len(jax.tree.leaves(args)[0])
+    pad = -n % block
+    args = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), args)
+    out = [fn(*jax.tree.map(lambda a: a[i:i + block], args)) for i in range(0, n, block)]
+    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[:n], *out)

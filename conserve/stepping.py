@@ -1,0 +1,94 @@
+"""One energy-momentum step as a pure jax function: ``cs.step(model, state, t, h)``.
+
+The building block under :func:`conserve.simulate` (which scans it), exposed for users who drive
+the time loop themselves — ensembles by ``jax.vmap``, sensitivities by ``jax.grad`` — e.g.::
+
+    assembly = system.assemble()
+    model, state = assembly.model, cs.initial_state(assembly)
+    step = jax.jit(lambda state: cs.step(model, state, 0.0, 1e-3))
+    new, record = step(state)                       # record.converged says whether to trust it
+
+    states = jax.vmap(lambda v: state._replace(v=v))(velocities)   # 8 initial velocities
+    news, records = jax.vmap(step)(states)                          # 8 steps, one compilation
+
+    def energy_after_step(scale):   # d/dscale of the energy after one step
+        new, _ = cs.step(model, state._replace(v=scale * state.v), 0.0, 1e-3)
+        return cs.energy(model, new).total
+    jax.grad(energy_after_step)(1.0)
+
+Derivatives of a step are taken by the implicit-function theorem at its converged Newton root
+(:class:`conserve.Newton` ``implicit=True``, on by default here): one linear solve with the step's
+Jacobian, not a differentiation of the iterations. They are the derivatives of the discrete
+flow; they are exact only where Newton converged (``record.converged``).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .backends import BACKENDS, Carry, StepBackend
+from .discrete.newton import Newton
+from .discrete.scheme import StepRecord
+from .errors import ModelError
+from .model.assembled import Energy, Model, State
+from .model.system import Assembly, as_assembly
+
+__all__ = ["energy", "initial_state", "step"]
+
+
+def initial_state(system) -> State:
+    """The validated initial :class:`~conserve.model.assembled.State` of a System or Assembly
+    (positions on the constraints, velocities tangent to them; checked at assembly)."""
+    return as_assembly(system, "initial_state").initial_state
+
+
+def step(model, state: State, t, h, *, backend="director", newton: Newton = Newton(implicit=True),
+         multipliers=None) -> tuple[State, StepRecord]:
+    """One energy-momentum step t -> t + h: a pure jax function (jit, vmap, grad).
+
+    Parameters
+    ----------
+    model : the assembled ``Model`` (``assembly.model``; an Assembly is accepted
+        outside jit). A pytree: its arrays may be traced, so derivatives with respect to masses,
+        inertias and stiffnesses work too.
+    state : :class:`~conserve.model.assembled.State` at t (e.g. :func:`initial_state`)
+    t, h : float, s (scalars, may be traced)
+    backend : "director" or "reduced" (the same discrete trajectory, see
+        :mod:`conserve.backends`) or a :class:`~conserve.backends.base.StepBackend` object (its own
+        Newton options then apply; ``newton`` is ignored)
+    newton : :class:`conserve.Newton` options (default: ``implicit=True``, so ``jax.grad`` works)
+    multipliers : (n_c,) the last step's ``record.multipliers``, Newton's initial guess for the
+        scaled multipliers λ̃ = (h²/2) λ (default zeros); any guess gives the same converged step
+
+    Returns
+    -------
+    state : State at t + h (when ``record.converged`` is False: the last Newton iterate)
+    record : :class:`~conserve.discrete.scheme.StepRecord`: Newton iterations, convergence,
+        residual history, work and dissipation in J, the step's multipliers (rows the reduced
+        backend eliminates are 0; :meth:`~conserve.backends.base.StepBackend.recover_multipliers`)
+    """
+    if isinstance(model, Assembly):
+        model = model.model
+    if not isinstance(model, Model):
+        raise ModelError(f"step: expected a Model (assembly.model), got {type(model).__name__}.")
+    if isinstance(backend, str):
+        cls = BACKENDS.get(backend)
+        if cls is None or not issubclass(cls, StepBackend):
+            steppers = sorted(k for k, c in BACKENDS.items() if issubclass(c, StepBackend))
+            raise ModelError(f"step: backend must be one of {steppers} or a StepBackend, got {backend!r}.")
+        backend = cls(newton)
+    elif not isinstance(backend, StepBackend):
+        raise ModelError(f"step: backend must be a name or a StepBackend object, got {backend!r}.")
+    dtype = state.q.dtype
+    lam = jnp.zeros(model.n_constraints, dtype) if multipliers is None else jnp.asarray(multipliers, dtype)
+    carry, record = backend.step(model, Carry(state, lam), jnp.asarray(t, dtype), jnp.asarray(h, dtype))
+    return carry.state, record
+
+
+def energy(model, state: State) -> Energy:
+    """Kinetic, potential and total energy of one state, in J (pure; :class:`Energy` of scalars)."""
+    if isinstance(model, Assembly):
+        model = model.model
+    kinetic = model.kinetic_energy(state.v, state.p)
+    potential = model.potential_energy(state.q, state.s)
+    return Energy(kinetic, potential, kinetic + potential)

@@ -1,0 +1,77 @@
+"""The public pure step ``cs.step(model, state, t, h)`` under jax.jit, jax.vmap and jax.grad."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import conserve as cs
+from conserve import problems
+
+H = 1e-3
+
+
+@pytest.fixture(scope="module")
+def top():
+    assembly = problems.heavy_top().assemble()
+    return assembly, cs.initial_state(assembly)
+
+
+def test_jitted_step_is_the_first_step_of_simulate_and_conserves(top):
+    assembly, state = top
+    model = assembly.model
+    new, record = jax.jit(lambda s: cs.step(model, s, 0.0, H))(state)
+    assert bool(record.converged)
+    sol = cs.simulate(assembly, H, H)
+    np.testing.assert_allclose(new.q, sol.q[1], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(new.v, sol.v[1], rtol=0, atol=1e-12)
+    e0, e1 = cs.energy(model, state).total, cs.energy(model, new).total
+    assert abs(e1 - e0) <= 1e-13 * abs(e0)
+    assert np.max(np.abs(model.constraints(new.q, new.theta, new.s))) <= 1e-13
+    # the multipliers' guess changes nothing but the iterations
+    again, _ = cs.step(model, state, 0.0, H, multipliers=record.multipliers)
+    np.testing.assert_allclose(again.q, new.q, rtol=0, atol=1e-14)
+
+
+def test_vmapped_step_over_eight_initial_states_equals_each_single_step(top):
+    assembly, state = top
+    model = assembly.model
+    # eight initial spins: scaling v keeps it tangent to the constraints (G(q) v = 0 is linear)
+    scales = 1.0 + 0.05 * jnp.arange(8)
+    states = jax.vmap(lambda c: state._replace(v=c * state.v))(scales)
+    step = jax.jit(lambda s: cs.step(model, s, 0.0, H))
+    news, records = jax.vmap(step)(states)
+    assert news.q.shape == (8, state.q.shape[0]) and bool(jnp.all(records.converged))
+    energies = jax.vmap(lambda s: cs.energy(model, s).total)
+    e0, e1 = energies(states), energies(news)
+    assert float(jnp.max(jnp.abs(e1 - e0) / jnp.abs(e0))) <= 1e-13
+    for k in (0, 7):
+        single, _ = step(jax.tree.map(lambda a: a[k], states))
+        np.testing.assert_allclose(news.q[k], single.q, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("backend", ["director", "reduced"])
+def test_grad_of_a_step_matches_finite_differences(top, backend):
+    assembly, state = top
+    model = assembly.model
+
+    def after_step(c):  # one step from the initial state with its velocity scaled by c
+        return cs.step(model, state._replace(v=c * state.v), 0.0, H, backend=backend)[0]
+
+    energy = lambda c: cs.energy(model, after_step(c)).total  # noqa: E731
+    eps = 1e-4
+    grad = float(jax.grad(energy)(1.0))
+    fd = float((energy(1.0 + eps) - energy(1.0 - eps)) / (2 * eps))
+    assert abs(grad - fd) <= 1e-6 * abs(fd)
+    # the step conserves energy, so dE_1/dc = dE_0/dc = 2 T_0 (E_0 = c² T_0 + V_0)
+    assert abs(grad - 2 * float(cs.energy(model, state).kinetic)) <= 1e-10 * abs(grad)
+    # a quantity that is not conserved: the coordinates after the step, reverse mode against FD
+    jac = jax.jacrev(lambda c: after_step(c).q)(1.0)
+    fd_q = (after_step(1.0 + eps).q - after_step(1.0 - eps).q) / (2 * eps)
+    assert float(jnp.max(jnp.abs(jac - fd_q))) <= 1e-6 * float(jnp.max(jnp.abs(fd_q)))
+
+
+def test_step_refuses_the_reference_backend(top):
+    assembly, state = top
+    with pytest.raises(cs.ModelError, match="director"):
+        cs.step(assembly, state, 0.0, H, backend="ode")
