@@ -1,7 +1,17 @@
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import conserve as cs
 from conserve.simulate import clear_compiled
+
+# compiled programs shared by the parallel workers and by later runs (`pytest -m slow` reuses what
+# `pytest` compiled): jax's persistent cache, here in the checkout unless CONSERVE_COMPILATION_CACHE
+# names another directory; the environment variable also reaches the tests' subprocesses
+os.environ.setdefault("CONSERVE_COMPILATION_CACHE", str(Path(__file__).resolve().parents[1] / ".cache" / "jax"))
+cs.enable_compilation_cache(os.environ["CONSERVE_COMPILATION_CACHE"])
 
 
 def relative_drift(x):
