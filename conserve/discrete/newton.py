@@ -64,15 +64,24 @@ class Newton:
             raise ValueError(f"Newton: max_iterations must be an integer ≥ 1, got {self.max_iterations!r}.")
 
 
+#: A chord correction (with the last Jacobian's factors) is taken instead of a Newton one while it
+#: is at most this fraction of the previous correction: the chord iteration's linear rate; a
+#: correction that shrinks less means the factors no longer fit, and Newton takes over.
+CHORD_CONTRACTION = 0.1
+
+
 def newton_solve(residual, x0, options: Newton, weights, size):
     """Solve residual(x) = 0 from x0: Newton with the Jacobian from ``jax.jacfwd`` and dense LU.
 
     Each iteration evaluates the residual r(x) and first tries the chord correction
     δ = −J_old⁻¹ r with the last LU factors (a back-substitution): if it is below the tolerance
     (see :class:`Newton`) the step is accepted with it, which saves the Jacobian that a plain
-    "last correction is small" test spends only to confirm convergence. Otherwise a full Newton
-    correction with a fresh Jacobian follows (and is itself accepted if small, or at the
-    round-off floor).
+    "last correction is small" test spends only to confirm convergence; if it is not yet below the
+    tolerance but shrinks fast enough for the next one to be (at the observed rate δ_k/δ_{k−1},
+    which must also be at most ``CHORD_CONTRACTION``), it is taken as the next iterate: a
+    simplified Newton step that costs no more iterations than a Newton step and saves its
+    Jacobian (after a Newton correction the chord is typically ~1e-6 times it). Otherwise a full Newton correction with a fresh Jacobian
+    follows (and is itself accepted if small, or at the round-off floor).
 
     Parameters
     ----------
@@ -127,7 +136,12 @@ def _iterate(residual, x0, options: Newton, weights, size):
         r_norm = jnp.max(jnp.abs(r))
         history = history.at[k].set(r_norm)
         chord = jax.scipy.linalg.lu_solve(lu, -r)
-        chord_ok = (k > 0) & (scaled(chord, x + chord) <= options.tol)
+        chord_size = scaled(chord, x + chord)
+        chord_ok = (k > 0) & (chord_size <= options.tol)
+        # a chord correction that contracts fast enough to be accepted at the next iteration is as
+        # good as a Newton one (no more iterations) and saves the Jacobian
+        contracting = ((k > 0) & (chord_size <= CHORD_CONTRACTION * last_dx)
+                       & (chord_size**2 <= options.tol * last_dx))
 
         def newton(_):
             J = jac(x)
@@ -140,7 +154,8 @@ def _iterate(residual, x0, options: Newton, weights, size):
             floor = stalled & jnp.all(jnp.abs(r) <= ROUNDOFF * (size + jnp.abs(J) @ weights(x)))
             return x + dx, lu_new, small | floor, dx_size
 
-        x_new, lu, done, last_dx = jax.lax.cond(chord_ok, lambda _: (x + chord, lu, True, last_dx), newton, None)
+        x_new, lu, done, last_dx = jax.lax.cond(chord_ok | contracting, lambda _: (x + chord, lu, chord_ok, chord_size),
+                                                newton, None)
         return x_new, lu, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx
 
     def cond(carry):
