@@ -187,7 +187,8 @@ def slider_crank(crank_speed=5.0, motor=None) -> System:
     """Spatial slider-crank (a closed loop, 1 degree of freedom): crank (revolute to ground about
     e3, length 0.2), connecting rod (spherical joint at the crank pin, universal joint at the slider,
     length 0.6), slider (prismatic along e1 on the line y = 0.1, z = 0.3). ``motor(t, joint)``
-    (``joint.value`` θ, ``joint.rate`` θ') drives the crank. Initial velocities follow from the crank speed through the loop's kinematics."""
+    (``joint.value`` θ, ``joint.rate`` θ') drives the crank. Initial velocities follow from the
+    crank speed through the loop's kinematics."""
     w = np.array([0.0, 0.0, crank_speed])
     pin = np.array([0.2, 0.0, 0.0])
     slider_x0 = np.array([0.2 + np.sqrt(0.36 - 0.1), 0.1, 0.3])

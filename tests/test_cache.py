@@ -14,7 +14,8 @@ jax.monitoring.register_event_listener(lambda name, **kw: events.append(name.rsp
 import conserve as cs
 body = cs.RigidBody("body", 1.0, (1.0, 2.0, 3.0), angular_velocity=(0.3, 2.0, 0.1))
 sol = cs.simulate(cs.System([body]), 0.5, 1e-2)
-print(json.dumps({"hits": events.count("cache_hits"), "misses": events.count("cache_misses"), "q": sol.q[-1].tolist(), "dir": cs.cache.compilation_cache_directory()}))
+print(json.dumps({"hits": events.count("cache_hits"), "misses": events.count("cache_misses"),
+                  "q": sol.q[-1].tolist(), "dir": cs.cache.compilation_cache_directory()}))
 """
 
 

@@ -41,6 +41,13 @@ class Subdividing(StepBackend):
     def name(self):
         return self.inner.name
 
+    @property
+    def order(self):
+        return self.inner.order
+
+    def init(self, model: Model, state):
+        return self.inner.init(model, state)
+
     def unknowns(self, model: Model) -> int:
         return self.inner.unknowns(model)
 

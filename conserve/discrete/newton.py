@@ -80,8 +80,9 @@ def newton_solve(residual, x0, options: Newton, weights, size):
     tolerance but shrinks fast enough for the next one to be (at the observed rate δ_k/δ_{k−1},
     which must also be at most ``CHORD_CONTRACTION``), it is taken as the next iterate: a
     simplified Newton step that costs no more iterations than a Newton step and saves its
-    Jacobian (after a Newton correction the chord is typically ~1e-6 times it). Otherwise a full Newton correction with a fresh Jacobian
-    follows (and is itself accepted if small, or at the round-off floor).
+    Jacobian (after a Newton correction the chord is typically ~1e-6 times it). Otherwise a full
+    Newton correction with a fresh Jacobian follows (and is itself accepted if small, or at the
+    round-off floor).
 
     Parameters
     ----------
