@@ -37,10 +37,7 @@ The log–log slope of the director's time per step is a least-squares fit over 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -54,6 +51,8 @@ import conserve as cs  # noqa: E402
 from conserve.errors import ConvergenceError  # noqa: E402
 from conserve.problems import _bar  # noqa: E402
 
+from _peers import import_exudyn, pin_to_core0, solve_fixed_step  # noqa: E402
+
 OUT = Path(__file__).parent / "results"
 BACKENDS = ("director", "reduced", "ode")
 SOLVERS = ("generalized-α", "trapezoidal")
@@ -62,13 +61,6 @@ DT = 1e-3
 RHO = 0.8  # generalized-α spectral radius at infinity
 CHECK_N, CHECK_T, CHECK_DTS = 4, 0.5, (1e-3, 1e-4)  # same-problem check: tip trajectory at small dt
 SLOPE_RANGE = (8, 32)
-
-
-def pin_to_core0():
-    """Pin this thread (pid 0) and every thread started so far to CPU 0; later threads inherit it."""
-    os.sched_setaffinity(0, {0})
-    for tid in os.listdir("/proc/self/task"):
-        os.sched_setaffinity(int(tid), {0})
 
 
 def chain(n, length=LENGTH, tilt=0.3, spin=1.0):
@@ -108,16 +100,6 @@ def run_conserve(assembly, n, backend, steps, dt=DT, repeats=1):
 
 
 # ---------------------------------------------------------------- Exudyn
-def import_exudyn():
-    sys.exudynFast = True  # Exudyn's documented switch to its exudynCPPfast module (no range checks)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            import exudyn
-        return exudyn
-    except ImportError:
-        return None
-
-
 class ExudynChain:
     """The chain in Exudyn: one rigid body (Euler parameters) per bar of conserve's ``chain(n)``,
     spherical joints at the same points."""
@@ -154,25 +136,7 @@ class ExudynChain:
         self.unknowns = mbs.systemData.SystemSize()
 
     def solve(self, solver, dt, t_end):
-        exu = self.exu
-        ss = exu.SimulationSettings()
-        ti = ss.timeIntegration
-        n = int(round(t_end / dt))
-        ti.numberOfSteps, ti.endTime, ti.verboseMode, ti.adaptiveStep = n, t_end, 0, False
-        ti.generalizedAlpha.spectralRadius = RHO
-        ss.solution.file.write = False
-        ss.solution.sensors.active = bool(self.sensors)
-        ss.solution.sensors.writePeriod = dt
-        ss.parallel.numberOfThreads = 1
-        stype = {"generalized-α": exu.DynamicSolverType.GeneralizedAlpha,
-                 "trapezoidal": exu.DynamicSolverType.TrapezoidalIndex2}[solver]
-        tic = time.perf_counter()
-        ok = self.mbs.SolveDynamic(ss, solverType=stype)
-        wall = time.perf_counter() - tic
-        it = self.mbs.sys["dynamicSolver"].it
-        if not ok or abs(it.currentTime - t_end) > 0.5 * dt:
-            raise RuntimeError(f"Exudyn {solver} dt={dt:g} stopped at t = {it.currentTime:g} s")
-        return {"wall": wall, "steps": n, "newton": it.newtonStepsCount / n, "jacobians": it.newtonJacobiCount / n}
+        return solve_fixed_step(self.exu, self.mbs, solver, dt, t_end, RHO, self.sensors)
 
     def recorded(self):
         """Sensor times, tip of the last bar and total energy at every step of the last solve."""

@@ -28,10 +28,7 @@ trajectories of the 20 s runs against each other and against the exact precessio
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -42,19 +39,14 @@ from scipy.spatial.transform import Rotation
 import conserve as cs
 from conserve.problems import HeavyTop
 
+from _peers import import_exudyn, pin_to_core0, solve_fixed_step
+
 TOP = HeavyTop()
 OUT = Path(__file__).parent / "results" / "heavy_top.md"
 DTS = (2e-3, 1e-3, 5e-4, 2.5e-4)
 T_ACC, T_LONG = 2.0, 20.0
 RHO = 0.8  # generalized-α spectral radius at infinity
 SOLVERS = ("generalized-α", "trapezoidal")
-
-
-def pin_to_core0():
-    """Pin this thread (pid 0) and every thread started so far to CPU 0; later threads inherit it."""
-    os.sched_setaffinity(0, {0})
-    for tid in os.listdir("/proc/self/task"):
-        os.sched_setaffinity(int(tid), {0})
 
 
 def initial_state():
@@ -132,16 +124,6 @@ def run_dop(rtol):
 
 
 # ---------------------------------------------------------------- Exudyn
-def import_exudyn():
-    sys.exudynFast = True  # Exudyn's documented switch to its exudynCPPfast module (no range checks)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            import exudyn
-        return exudyn
-    except ImportError:
-        return None
-
-
 class ExudynTop:
     """The heavy top as one Exudyn rigid body (Euler parameters) on a spherical joint to ground."""
 
@@ -167,25 +149,7 @@ class ExudynTop:
         self.unknowns = mbs.systemData.SystemSize()  # 7 node coordinates, Euler-parameter norm, 3 joint rows
 
     def solve(self, solver, dt, t_end, rho=RHO):
-        exu = self.exu
-        ss = exu.SimulationSettings()
-        ti = ss.timeIntegration
-        n = int(round(t_end / dt))
-        ti.numberOfSteps, ti.endTime, ti.verboseMode, ti.adaptiveStep = n, t_end, 0, False
-        ti.generalizedAlpha.spectralRadius = rho
-        ss.solution.file.write = False
-        ss.solution.sensors.active = bool(self.sensors)
-        ss.solution.sensors.writePeriod = dt
-        ss.parallel.numberOfThreads = 1
-        stype = {"generalized-α": exu.DynamicSolverType.GeneralizedAlpha,
-                 "trapezoidal": exu.DynamicSolverType.TrapezoidalIndex2}[solver]
-        tic = time.perf_counter()
-        ok = self.mbs.SolveDynamic(ss, solverType=stype)
-        wall = time.perf_counter() - tic
-        it = self.mbs.sys["dynamicSolver"].it
-        if not ok or abs(it.currentTime - t_end) > 0.5 * dt:
-            raise RuntimeError(f"Exudyn {solver} dt={dt:g} stopped at t = {it.currentTime:g} s")
-        return {"wall": wall, "steps": n, "newton": it.newtonStepsCount / n, "jacobians": it.newtonJacobiCount / n}
+        return solve_fixed_step(self.exu, self.mbs, solver, dt, t_end, rho, self.sensors)
 
     def recorded(self):
         """Sensor times, centre of mass and total energy at every step of the last solve."""
