@@ -50,19 +50,20 @@ def _chunk_fn(backend: StepBackend, length):
     """The compiled stretch of ``length`` steps: ``lax.scan`` over ``backend.step``; steps past
     ``n_end`` or after a failure are skipped (masked), so every run length shares the code."""
     def run(model: Model, carry: Carry, n0, n_end, t0, h):
+        def evaluate(carry, t):
+            new, record = backend.step(model, carry, t, h)
+            return new, record, node_diagnostics(model, new.state)
+
+        # one abstract evaluation gives what a skipped step returns and the failure record's shape
+        record0, diag0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(evaluate, carry, t0)[1:])
+        record0 = record0._replace(converged=jnp.bool_(True))
+
         def body(loop, _):
             carry, n, failed, failure = loop
             active = (n < n_end) & ~failed
-
-            def do(_):
-                new, record = backend.step(model, carry, t0 + n * h, h)
-                return new, record, node_diagnostics(model, new.state)
-
-            def skip(_):  # past the end or after a failure: nothing to compute
-                record, diag = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(do, None)[1:])
-                return carry, record._replace(converged=jnp.bool_(True)), diag
-
-            new, record, diag = jax.lax.cond(active, do, skip, None)
+            # past the end or after a failure: nothing to compute
+            new, record, diag = jax.lax.cond(active, lambda _: evaluate(carry, t0 + n * h),
+                                             lambda _: (carry, record0, diag0), None)
             failed_now = active & ~record.converged
             keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
             failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
@@ -70,8 +71,7 @@ def _chunk_fn(backend: StepBackend, length):
             loop = (jax.tree.map(keep, carry, new), n + (active & record.converged), failed | failed_now, failure)
             return loop, StepOutput(new.state, record, diag)
 
-        history = jax.eval_shape(backend.step, model, carry, t0, h)[1].history
-        failure = (jnp.full(history.shape, jnp.nan), jnp.int32(0))  # the failed step's Newton record
+        failure = (jnp.full(record0.history.shape, jnp.nan), jnp.int32(0))  # the failed step's Newton record
         return jax.lax.scan(body, (carry, n0, jnp.bool_(False), failure), None, length=length)
 
     return jax.jit(run)
