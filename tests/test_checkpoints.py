@@ -244,7 +244,7 @@ import conserve as cs
 from conserve import problems
 which, path, mode = sys.argv[1:4]
 system = problems.HeavyTop().system() if which == "top" else problems.free_body()
-slow = lambda n, total: time.sleep(0.04)
+slow = lambda n, total: time.sleep(0.25)  # 40 chunks: >= 10 s of stepping per whole run
 if mode == "start":
     cs.simulate(system, 1.0, 1e-3, checkpoint=path, checkpoint_every=25, progress=slow, overwrite=False)
 else:
@@ -269,7 +269,9 @@ def test_runs_killed_at_random_moments_in_two_directories_resume_bit_for_bit(tmp
         mode = "resume" if (dirs[which] / "run.npz").exists() else "start"
         proc = subprocess.Popen([sys.executable, str(script), which, str(dirs[which]), mode],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        return proc, time.monotonic() + rng.uniform(1.0, 9.0)
+        # a launch lives at most 5 s, so it steps at most 20 of the 40 chunks: each run is killed at
+        # least twice whatever start-up costs (with a warm compilation cache start-up is short)
+        return proc, time.monotonic() + rng.uniform(1.0, 5.0)
 
     for which in dirs:
         procs[which] = launch(which)
