@@ -233,7 +233,9 @@ def _backend_settings(backend, checkpointed):
     if checkpointed and BACKENDS.get(inner.name) is not type(inner):
         raise ModelError(f"simulate: checkpoints need a built-in backend ({sorted(BACKENDS)}), got {backend!r}.")
     newton = getattr(inner, "newton", Newton())
+    linear = getattr(inner, "linear", "auto")
     return {"backend": inner.name, "newton": [newton.tol, newton.max_iterations],
+            "linear": linear if isinstance(linear, str) else linear.name,
             "on_failure": "subdivide" if isinstance(backend, Subdividing) else "raise",
             "max_subdivisions": backend.max_subdivisions if isinstance(backend, Subdividing) else 6}
 
@@ -252,7 +254,10 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
     before a step is taken; the directory is locked while the run goes on."""
     assembly, settings, n, stored, pieces, ckpt = checkpoints.read(path, system, trust_laws)
     try:
-        backend = resolve_backend(settings["backend"], Newton(*settings["newton"]), None, settings["on_failure"],
+        backend = settings["backend"]
+        if backend == "director":
+            backend = BACKENDS[backend](Newton(*settings["newton"]), linear=settings.get("linear", "auto"))
+        backend = resolve_backend(backend, Newton(*settings["newton"]), None, settings["on_failure"],
                                   settings["max_subdivisions"])
         carry = Carry(State(*(jnp.asarray(stored[k]) for k in State._fields)), jnp.asarray(stored["lam"]))
         return _run(assembly, settings, backend, carry, n, pieces, ckpt, progress)
@@ -312,6 +317,7 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     before (dicts of node_*, step_*, diag_* arrays, the checkpoint layout)."""
     model, layout = assembly.model, assembly.layout
     t0, dt, n_steps = settings["t0"], settings["dt"], settings["n_steps"]
+    backend = backend.prepare(model, assembly.initial_state)  # the same structure on resume
     args = (model, carry, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
     run, compile_time = _compile(backend, settings["chunk"], args)
 

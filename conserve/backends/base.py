@@ -58,6 +58,12 @@ class StepBackend(ABC):
     #: order of convergence of the scheme
     order: ClassVar[int] = 2
 
+    def prepare(self, model: Model, state: State) -> StepBackend:
+        """This backend specialised to a model's structure (e.g. the sparsity of its Newton
+        matrix), found outside jit from the concrete model and initial state; the default: itself.
+        The result is again a hashable value: equal structures share compiled code."""
+        return self
+
     def init(self, model: Model, state: State) -> Carry:
         """The carry at t0: the state and zero multipliers."""
         return Carry(state, jnp.zeros(model.n_constraints, state.q.dtype))

@@ -5,10 +5,13 @@ Betsch and Steinmann 2002; hybrid rotors after Becker, Betsch, Franke and Sieber
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
+from ..discrete.linear import BlockTree, Dense, block_tree
 from ..discrete.newton import Newton, newton_solve
 from ..discrete.scheme import advance, equations, predictor, rotor_weights
 from ..model.assembled import Model, State
@@ -17,13 +20,40 @@ from .base import Carry, StepBackend
 
 @dataclass(frozen=True)
 class Director(StepBackend):
-    """The energy-momentum step on all its unknowns, ``newton`` its Newton options."""
+    """The energy-momentum step on all its unknowns, ``newton`` its Newton options.
+
+    ``linear`` chooses the Newton matrix's linear algebra (:mod:`conserve.discrete.linear`):
+    "auto" (default) eliminates along the bodies' tree when the model's couplings form one
+    (chains, trees: cost linear in the number of bodies) and uses a dense LU otherwise (loops) or
+    for fewer than ``TREE_MIN_NODES`` bodies; "dense" and "tree" force one ("tree" refuses a model
+    that is not a tree). The structure is found by :meth:`prepare` (``simulate`` calls it); an
+    unprepared backend, as in ``cs.step`` on a traced model, solves densely. Both give the same
+    steps to the Newton tolerance.
+    """
 
     newton: Newton = field(default_factory=Newton)
+    linear: object = "auto"
     name = "director"
 
+    def __post_init__(self):
+        if not (self.linear in ("auto", "dense", "tree") or isinstance(self.linear, (Dense, BlockTree))):
+            raise ValueError(f"Director: linear must be 'auto', 'dense' or 'tree', got {self.linear!r}.")
+
+    def prepare(self, model: Model, state: State) -> Director:
+        if not isinstance(self.linear, str):
+            return self
+        if self.linear == "dense":
+            return replace(self, linear=Dense())
+        tree = block_structure(model, state)
+        if tree is None and self.linear == "tree":
+            raise ValueError("Director(linear='tree'): the model's couplings are not a tree of bodies (a kinematic "
+                             "loop, or an element joining more than two bodies or distant ones); use 'auto' or 'dense'.")
+        small = tree is None or (self.linear == "auto" and tree.n_nodes < TREE_MIN_NODES)
+        return replace(self, linear=Dense() if small else tree)
+
     def step(self, model: Model, carry: Carry, t, h):
-        state, record = step(model, carry.state, carry.multipliers, t, h, self.newton)
+        linear = self.linear if isinstance(self.linear, (Dense, BlockTree)) else Dense()
+        state, record = step(model, carry.state, carry.multipliers, t, h, self.newton, linear)
         return Carry(state, record.multipliers), record
 
     def unknowns(self, model: Model) -> int:
@@ -35,7 +65,54 @@ def unknowns(model: Model) -> int:
     return model.n_coordinates + model.n_constraints + 2 * model.n_rotors
 
 
-def step(model: Model, state: State, lam, t, h, newton):
+#: "auto" eliminates along the tree from this many nodes (bodies) on; below, one dense LU is cheaper.
+TREE_MIN_NODES = 3
+
+
+def block_structure(model: Model, state: State):
+    """The :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix, or None (not a
+    tree). Nodes: each rigid body's 12 coordinates, each other 3-block (a point mass), each hybrid
+    rotor's two unknowns with its master; multipliers join the bodies their rows couple. The
+    sparsity pattern is that of the Jacobian at two random points near the initial step's
+    predictor, and the elimination is checked on both (:func:`~conserve.discrete.linear.block_tree`)."""
+    nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
+    n_blocks = nq // 3
+    block_node = np.full(n_blocks + 4, -1)
+    frames = np.asarray(model.rigid_frames)
+    block_node[frames.ravel()] = np.repeat(np.arange(len(frames)), 4)
+    loose = np.flatnonzero(block_node[:n_blocks] < 0)
+    block_node[loose] = len(frames) + np.arange(len(loose))
+    rotor_node = block_node[np.asarray(model.rotor_params["frame"])[:, 0]] if nr else np.zeros(0, int)
+    node = np.concatenate([np.repeat(block_node[:n_blocks], 3), np.full(nc, -1), rotor_node, rotor_node])
+    x0 = np.asarray(_initial_guess(model, state, jnp.zeros(nc), 1e-3))
+    rng = np.random.default_rng(0)
+    jacobians = [np.asarray(_jacobian(model, state, jnp.asarray(x0 + 1e-3 * rng.standard_normal(len(x0)))))
+                 for _ in range(2)]
+    return block_tree(jacobians, node)
+
+
+@jax.jit
+def _jacobian(model, state, x):
+    """The step's dense Newton matrix at x for h = 1e-3 s (compiled once per model structure)."""
+    nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
+    return jax.jacfwd(lambda x: _residual(model, state, jnp.float64(0.0), 1e-3, x, nq, nc, nr))(x)
+
+
+def _split(x, nq, nc, nr):
+    return x[:nq], x[nq:nq + nc], x[nq + nc:nq + nc + nr], x[nq + nc + nr:]
+
+
+def _residual(model, state, t, h, x, nq, nc, nr):
+    r = equations(model, state, t, h, *_split(x, nq, nc, nr))
+    return jnp.concatenate(r if nr else r[:2])
+
+
+def _initial_guess(model, state, lam, h):
+    rates = model.rotor_relative_rates(state.q, state.v, state.p)
+    return jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(state.p.shape[0]), h * rates])
+
+
+def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
     """One energy-momentum step t_n -> t_{n+1} = t_n + h (:mod:`conserve.discrete.scheme`), solved
     for x = (Δq, λ̃, Δp̃, Δθ) by Newton's method with each unknown scaled by its own size.
 
@@ -46,6 +123,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     t : float, t_n in s
     h : float, step in s
     newton : :class:`conserve.Newton`
+    linear : the Newton matrix's linear algebra (:mod:`conserve.discrete.linear`)
 
     Returns
     -------
@@ -54,11 +132,11 @@ def step(model: Model, state: State, lam, t, h, newton):
     """
     q0 = state.q
     nq, nc, nr = q0.shape[0], lam.shape[0], state.p.shape[0]
-    split = lambda x: (x[:nq], x[nq:nq + nc], x[nq + nc:nq + nc + nr], x[nq + nc + nr:])  # noqa: E731
+    split = lambda x: _split(x, nq, nc, nr)  # noqa: E731
     blocks = (lambda r: jnp.concatenate(r)) if nr else (lambda r: jnp.concatenate(r[:2]))  # noqa: E731
 
     def residual(x):
-        return blocks(equations(model, state, t, h, *split(x)))
+        return _residual(model, state, t, h, x, nq, nc, nr)
 
     def weights(x):  # increments of each 3-block by their own size, multipliers by the largest
         dq, lam_, dp, dtheta = split(x)
@@ -66,9 +144,8 @@ def step(model: Model, state: State, lam, t, h, newton):
         w_lam = jnp.full_like(lam_, 1.0 + jnp.max(jnp.abs(lam_), initial=0.0))
         return blocks((w_q, w_lam, *rotor_weights(state, dp, dtheta)))
 
-    rates = model.rotor_relative_rates(q0, state.v, state.p)
-    x0 = jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(nr), h * rates])
+    x0 = _initial_guess(model, state, lam, h)
     size = blocks((jnp.zeros(nq), model.constraint_magnitudes(q0, state.theta, state.s), jnp.zeros(nr), jnp.zeros(nr)))
-    x, *result = newton_solve(residual, x0, newton, weights, size)
+    x, *result = newton_solve(residual, x0, newton, weights, size, linear)
     dq, lam1, dp, dtheta = split(x)
     return advance(model, state, t, h, dq, dp, dtheta, lam1, result)

@@ -45,6 +45,9 @@ class Subdividing(StepBackend):
     def order(self):
         return self.inner.order
 
+    def prepare(self, model: Model, state):
+        return Subdividing(self.inner.prepare(model, state), self.max_subdivisions)
+
     def init(self, model: Model, state):
         return self.inner.init(model, state)
 

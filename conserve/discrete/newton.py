@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ..model.terms import ROUNDOFF
+from .linear import Dense
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,9 @@ class Newton:
 CHORD_CONTRACTION = 0.1
 
 
-def newton_solve(residual, x0, options: Newton, weights, size):
-    """Solve residual(x) = 0 from x0: Newton with the Jacobian from ``jax.jacfwd`` and dense LU.
+def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense()):
+    """Solve residual(x) = 0 from x0 by Newton's method, the Newton matrix's linear algebra by
+    ``linear`` (:mod:`conserve.discrete.linear`: dense LU, or block elimination along a tree).
 
     Each iteration evaluates the residual r(x) and first tries the chord correction
     δ = −J_old⁻¹ r with the last LU factors (a back-substitution): if it is below the tolerance
@@ -106,15 +108,15 @@ def newton_solve(residual, x0, options: Newton, weights, size):
     if n == 0:  # nothing to solve (a structure without freedoms, e.g. a body welded to the ground)
         return x0, jnp.int32(0), jnp.bool_(True), jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     if not options.implicit:
-        x, (k, converged, history) = _iterate(residual, x0, options, weights, size)
+        x, (k, converged, history) = _iterate(residual, x0, options, weights, size, linear)
         return x, k, converged, history
 
     def solve(residual, x0):  # aux as floats: custom_root gives integer aux wrong tangent types
-        x, (k, converged, history) = _iterate(residual, x0, options, weights, size)
+        x, (k, converged, history) = _iterate(residual, x0, options, weights, size, linear)
         return x, (k.astype(x.dtype), converged.astype(x.dtype), history)
 
-    def tangent_solve(linear, y):  # the implicit-function theorem: δx = −J⁻¹ ∂r/∂(closed-over) δ
-        return jnp.linalg.solve(jax.jacfwd(linear)(y), y)
+    def tangent_solve(jvp, y):  # the implicit-function theorem: δx = −J⁻¹ ∂r/∂(closed-over) δ
+        return linear.solve(linear.factorise(linear.jacobian(jvp, y)), y)
 
     # derivatives of the solution with respect to everything the residual closes over (the model's
     # parameters, the state, t, h) at the converged root, not through the iterations
@@ -122,21 +124,20 @@ def newton_solve(residual, x0, options: Newton, weights, size):
     return x, k.astype(jnp.int32), converged > 0, history
 
 
-def _iterate(residual, x0, options: Newton, weights, size):
+def _iterate(residual, x0, options: Newton, weights, size, linear):
     """The Newton iteration of :func:`newton_solve`: (x, (iterations, converged, history))."""
     n_max = options.max_iterations
-    n = x0.shape[0]
-    jac = jax.jacfwd(residual)
 
     def scaled(dx, x_new):  # max_j |δx_j| / w_j
         return jnp.max(jnp.abs(dx) / weights(x_new))
 
     def body(carry):
-        x, lu, k, _, history, last_dx = carry
+        x, factors, k, _, history, last_dx = carry
         r = residual(x)
         r_norm = jnp.max(jnp.abs(r))
         history = history.at[k].set(r_norm)
-        chord = jax.scipy.linalg.lu_solve(lu, -r)
+        # the chord correction with the last factors (none yet at k = 0)
+        chord = jax.lax.cond(k > 0, lambda: linear.solve(factors, -r), lambda: jnp.zeros_like(r))
         chord_size = scaled(chord, x + chord)
         chord_ok = (k > 0) & (chord_size <= options.tol)
         # a chord correction that contracts fast enough to be accepted at the next iteration is as
@@ -145,26 +146,31 @@ def _iterate(residual, x0, options: Newton, weights, size):
                        & (chord_size**2 <= options.tol * last_dx))
 
         def newton(_):
-            J = jac(x)
-            lu_new = jax.scipy.linalg.lu_factor(J)
-            dx = jax.scipy.linalg.lu_solve(lu_new, -r)
+            J = linear.jacobian(residual, x)
+            new_factors = linear.factorise(J)
+            dx = linear.solve(new_factors, -r)
             dx_size = scaled(dx, x + dx)
             small = dx_size <= options.tol
             stalled = ((k > 0) & (dx_size > 0.5 * last_dx) & (r_norm > 0.5 * history[jnp.maximum(k - 1, 0)])
                        & (dx_size <= jnp.sqrt(options.tol)))
-            floor = stalled & jnp.all(jnp.abs(r) <= ROUNDOFF * (size + jnp.abs(J) @ weights(x)))
-            return x + dx, lu_new, small | floor, dx_size
+            # the round-off test only when stalled (|J| w costs a pass over J)
+            floor = stalled & jax.lax.cond(
+                stalled, lambda: jnp.all(jnp.abs(r) <= ROUNDOFF * (size + linear.abs_times(J, weights(x)))),
+                lambda: jnp.bool_(False))
+            return x + dx, new_factors, small | floor, dx_size
 
-        x_new, lu, done, last_dx = jax.lax.cond(chord_ok | contracting, lambda _: (x + chord, lu, chord_ok, chord_size),
-                                                newton, None)
-        return x_new, lu, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx
+        x_new, factors, done, last_dx = jax.lax.cond(
+            chord_ok | contracting, lambda _: (x + chord, factors, chord_ok, chord_size), newton, None)
+        return x_new, factors, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx
 
     def cond(carry):
         x, _, k, converged, _, _ = carry
         return (~converged) & (k < n_max) & jnp.all(jnp.isfinite(x))
 
-    lu0 = (jnp.eye(n, dtype=x0.dtype), jnp.arange(n, dtype=jnp.int32))
+    # no factors before the first Newton correction (the chord is not tried at k = 0)
+    factors0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype),
+                            jax.eval_shape(lambda x: linear.factorise(linear.jacobian(residual, x)), x0))
     history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     x, _, k, converged, history, _ = jax.lax.while_loop(
-        cond, body, (x0, lu0, jnp.int32(0), jnp.bool_(False), history0, jnp.asarray(jnp.inf, x0.dtype)))
+        cond, body, (x0, factors0, jnp.int32(0), jnp.bool_(False), history0, jnp.asarray(jnp.inf, x0.dtype)))
     return x, (k, converged, history)

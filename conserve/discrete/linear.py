@@ -1,0 +1,349 @@
+"""The Newton matrix's linear algebra: a dense LU, or a block elimination along a tree.
+
+A Newton iteration needs J = ∂r/∂x (``jacobian``: in the solver's own storage), its
+factorisation (``factorise``), solves with the factors (``solve``) and, for its round-off test,
+|J| w (``abs_times``). Two interchangeable solvers provide them (:func:`conserve.discrete.newton.newton_solve`
+takes either):
+
+* :class:`Dense`: J from ``jax.jacfwd`` (n directional derivatives), dense LU with partial
+  pivoting, O(n³) per factorisation. Right for small systems, and the oracle of the other.
+* :class:`BlockTree`: the unknowns grouped into *nodes* (a body with its internal and joint
+  multipliers and its rotors), whose couplings form a forest (chains, trees: every nonzero
+  J_ab joins a node to itself, its parent or a child). J is computed by compressed directional
+  derivatives (Curtis, Powell and Reid 1974): nodes at tree distance ≥ 3 share no row, so one
+  derivative probes the same unknown slot of all nodes of one *colour* (a chain needs 3 colours,
+  so 3·b derivatives instead of n). The blocks are eliminated leaves first (block Gaussian
+  elimination without fill-in; George and Liu 1981), each diagonal block inverted after its
+  children's elimination (LU with partial pivoting inside the block): O(N b³) for N nodes of
+  width b, a ``lax.scan`` over the tree's levels (the nodes of one level at once, the tree rooted
+  at its centre: a chain of N bodies takes N/2 levels) whose code does not grow with N.
+
+:func:`block_tree` finds the nodes, the tree and the colours from the Jacobian's sparsity
+pattern (once per model structure, outside jit); it returns None when the couplings are not a
+forest (kinematic loops, a spring between distant bodies), and the dense solver serves.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import lu_factor, lu_solve
+
+
+
+@dataclass(frozen=True)
+class Dense:
+    """J by ``jax.jacfwd``, dense LU with partial pivoting. Blocks: J; factors: (lu, pivots)."""
+
+    name = "dense"
+
+    def jacobian(self, residual, x):
+        """J (n, n) at x."""
+        return jax.jacfwd(residual)(x)
+
+    def factorise(self, J):
+        return lu_factor(J)
+
+    def solve(self, factors, r):
+        """x with J x = r (n,)."""
+        return lu_solve(factors, r)
+
+    def abs_times(self, J, w):
+        """|J| w (n,)."""
+        return jnp.abs(J) @ w
+
+    def dense(self, J):
+        return J
+
+
+@dataclass(frozen=True, eq=False)
+class BlockTree:
+    """The unknowns as a forest of nodes (see the module docstring); built by :func:`block_tree`.
+
+    Attributes (numpy, static; N nodes plus one empty *dummy* node N, the parent of the roots)
+    ----------
+    slots : (N + 1, b) int, the unknowns of each node (indices into x; n marks an empty slot)
+    parent : (N,) int, each node's parent (N for a root)
+    levels : (n_levels, w) int, the elimination order: the nodes of a level are eliminated
+        together, every node in a level below its parent's (padded with the dummy node)
+    colour : (N + 1,) int, nodes of one colour are ≥ 3 apart in the tree
+    n_colours : int
+    """
+
+    slots: np.ndarray
+    parent: np.ndarray
+    levels: np.ndarray
+    colour: np.ndarray
+    n_colours: int
+    _key: bytes = field(init=False, repr=False)
+
+    name = "tree"
+
+    def __post_init__(self):
+        key = b"|".join(np.ascontiguousarray(a, np.int64).tobytes()
+                        for a in (self.slots, self.parent, self.levels, self.colour, [*self.slots.shape, *self.levels.shape]))
+        object.__setattr__(self, "_key", key)
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, BlockTree) and self._key == other._key
+
+    @property
+    def width(self):
+        return self.slots.shape[1]
+
+    @property
+    def n_nodes(self):
+        return self.parent.shape[0]
+
+    def _probes(self, n, dtype):
+        """(n_colours · b, n) 0/1 directions: probe (c, s) is slot s of every node of colour c."""
+        b = self.width
+        E = np.zeros((self.n_colours * b, n + 1))
+        rows = (self.colour[:, None] * b + np.arange(b)).ravel()
+        E[rows, self.slots.ravel()] = 1.0
+        return jnp.asarray(E[:, :n], dtype)
+
+    def jacobian(self, residual, x):
+        """The blocks of J at x: (D, U, L) with D (N + 1, b, b) the diagonal blocks, U (N + 1, b, b)
+        = J[node, parent], L (N + 1, b, b) = J[parent, node] (the dummy node: D = I, U = L = 0)."""
+        n, b, N = x.shape[0], self.width, self.n_nodes
+        Jp = jax.vmap(lambda e: jax.jvp(residual, (x,), (e,))[1])(self._probes(n, x.dtype))  # (P, n)
+        Jx = jnp.concatenate([Jp, jnp.zeros((Jp.shape[0], 1), x.dtype)], axis=1)
+        cols = self.colour[:, None] * b + np.arange(b)  # (N + 1, b) the probe of each slot
+        rows, parent = self.slots, self.parent  # row r of J sits in the slot of unknown r
+        empty = (self.slots == n)[:, :, None] * np.eye(b, dtype=bool)  # unit diagonal on empty slots
+        D = Jx[cols[:, None, :], rows[:, :, None]] + jnp.asarray(empty, x.dtype)
+        U = Jx[cols[parent][:, None, :], rows[:N, :, None]]
+        L = Jx[cols[:N][:, None, :], rows[parent][:, :, None]]
+        # the dummy node N: identity block, no couplings (it pads the levels and parents the roots)
+        U = jnp.concatenate([U, jnp.zeros((1, b, b), x.dtype)])
+        L = jnp.concatenate([L, jnp.zeros((1, b, b), x.dtype)])
+        return D, U, L
+
+    def factorise(self, blocks):
+        """The elimination of the blocks, leaves first: (L, inverse, X), per level (n_levels, w, b, b)
+        the inverses of its nodes' diagonal blocks D̃ after their children's elimination and
+        X = D̃⁻¹ U."""
+        D, U, L = blocks
+        up = jnp.asarray(np.append(self.parent, self.n_nodes))
+
+        def eliminate(Dm, level):  # the nodes of one level at once: their children are eliminated
+            inverse = jnp.linalg.inv(Dm[level])
+            X = inverse @ U[level]
+            return Dm.at[up[level]].add(-L[level] @ X), (inverse, X)
+
+        _, (inverse, X) = jax.lax.scan(eliminate, D, self.levels)
+        return L, inverse, X
+
+    def solve(self, factors, r):
+        """x with J x = r (n,)."""
+        L, inverse, X = factors
+        n, levels = r.shape[0], jnp.asarray(self.levels)
+        up = jnp.asarray(np.append(self.parent, self.n_nodes))
+        rb = jnp.concatenate([r, jnp.zeros((1,), r.dtype)])[self.slots]  # (N + 1, b)
+
+        def forward(rb, level_inverse):
+            level, inverse_l = level_inverse
+            y = jnp.einsum("lab,lb->la", inverse_l, rb[level])
+            return rb.at[up[level]].add(-jnp.einsum("lab,lb->la", L[level], y)), y
+
+        _, Y = jax.lax.scan(forward, rb, (levels, inverse))
+
+        def back(xb, level_y_x):
+            level, y, X_l = level_y_x
+            return xb.at[level].set(y - jnp.einsum("lab,lb->la", X_l, xb[up[level]])), None
+
+        xb, _ = jax.lax.scan(back, jnp.zeros_like(rb), (levels, Y, X), reverse=True)
+        return jnp.zeros((n + 1,), r.dtype).at[self.slots[:-1]].set(xb[:-1])[:n]
+
+    def abs_times(self, blocks, w):
+        """|J| w (n,) from the blocks."""
+        D, U, L = blocks[0], blocks[1][:-1], blocks[2][:-1]
+        n, N, parent = w.shape[0], self.n_nodes, self.parent
+        wb = jnp.concatenate([w, jnp.zeros((1,), w.dtype)])[self.slots]
+        out = jnp.einsum("nab,nb->na", jnp.abs(D), wb)
+        out = out.at[:N].add(jnp.einsum("nab,nb->na", jnp.abs(U), wb[parent]))
+        out = out.at[parent].add(jnp.einsum("nab,nb->na", jnp.abs(L), wb[:N]))
+        return jnp.zeros((n + 1,), w.dtype).at[self.slots[:-1]].set(out[:-1])[:n]
+
+    def condition(self, J):
+        """The largest condition number of the diagonal blocks met when eliminating the dense J
+        (numpy, (n, n)) along this tree: ∞ if one is singular."""
+        J = np.pad(np.asarray(J), ((0, 1), (0, 1)))
+        s, p = self.slots, self.slots[np.append(self.parent, self.n_nodes)]
+        D = J[s[:, :, None], s[:, None, :]] + (self.slots == J.shape[0] - 1)[:, :, None] * np.eye(self.width)
+        U, L = J[s[:, :, None], p[:, None, :]], J[p[:, :, None], s[:, None, :]]
+        worst = 1.0
+        for level in self.levels:
+            for i in level[level < self.n_nodes]:
+                worst = max(worst, np.linalg.cond(D[i]))
+                if not worst < 1e15:  # singular to working precision
+                    return np.inf
+                D[self.parent[i]] -= L[i] @ np.linalg.solve(D[i], U[i])
+        return worst
+
+    def dense(self, blocks):
+        """The dense J (n, n) assembled from the blocks (for tests against :class:`Dense`)."""
+        D, U, L = blocks[0], blocks[1][:-1], blocks[2][:-1]
+        n = int(self.slots.max())
+        s, p = self.slots, self.slots[self.parent]
+        J = jnp.zeros((n + 1, n + 1), D.dtype)
+        J = J.at[s[:, :, None], s[:, None, :]].add(D)
+        J = J.at[s[:-1, :, None], p[:, None, :]].add(U)
+        J = J.at[p[:, :, None], s[:-1, None, :]].add(L)
+        return J[:n, :n]
+
+
+def block_tree(jacobians, node, max_condition=1e10):
+    """The :class:`BlockTree` of a Newton matrix, or None if its couplings are not a forest or its
+    blocks cannot be eliminated without pivoting between them.
+
+    Parameters
+    ----------
+    jacobians : sequence of (n, n) arrays, J at a few random points: their nonzeros give the
+        sparsity pattern (rows and unknowns share their indices: row r belongs with unknown r),
+        and the elimination is tried on each
+    node : (n,) int, the node of each unknown that has one (a body's coordinates, a rotor's
+        unknowns: its master's node), −1 for the others (multipliers), which join the deepest
+        node their row and column touch (a joint's multipliers go with its child body)
+    max_condition : every diagonal block met in the elimination must have a condition number
+        below this on every J given
+
+    The forest is rooted, per tree, first at its most anchored node (the one with the most rows of
+    its own: a body jointed to the ground, so that no body carries two joints' rows, as a chain
+    hanging from the ground would if rooted elsewhere), else at its centre; a rooting is used only
+    if its elimination passes the check (a loop closed through the ground, say, gives a body the
+    rows of two joints and a singular block: then the dense solver serves).
+    """
+    jacobians = [np.asarray(J) for J in jacobians]
+    pattern = np.any([J != 0 for J in jacobians], axis=0)
+    pattern = pattern | pattern.T  # a multiplier touches what its row touches and what its column does
+    node = np.asarray(node)
+    n, N = len(node), int(node.max()) + 1 if len(node) else 0
+    if N < 2:
+        return None
+    touch = [set(node[pattern[r]]) - {-1} for r in range(n)]
+    # the node graph: couplings between nodes, directly or through a free unknown
+    adjacency = [set() for _ in range(N)]
+    for r in range(n):
+        if node[r] >= 0:  # a node's row or unknown couples it to what it touches
+            for c in touch[r] - {node[r]}:
+                adjacency[node[r]].add(c)
+                adjacency[c].add(node[r])
+        elif not touch[r]:
+            return None
+        else:  # a free unknown will join one of the nodes it touches: it couples them all
+            for a in touch[r]:
+                adjacency[a] |= touch[r] - {a}
+    centres = _centres(adjacency)
+    if centres is None:
+        return None  # a cycle
+    own = np.zeros(N, int)  # rows of free unknowns that touch one node only
+    for r in np.flatnonzero(node < 0):
+        if len(touch[r]) == 1:
+            own[next(iter(touch[r]))] += 1
+    anchored = [max(_component(adjacency, c), key=lambda a: (own[a], a == c)) for c in centres]
+    for roots in (anchored, centres):
+        tree = _rooted(pattern, node, touch, adjacency, roots)
+        if tree is not None and all(tree.condition(J) <= max_condition for J in jacobians):
+            return tree
+    return None
+
+
+def _component(adjacency, start):
+    seen, queue = {start}, deque([start])
+    while queue:
+        for c in adjacency[queue.popleft()] - seen:
+            seen.add(c)
+            queue.append(c)
+    return sorted(seen)
+
+
+def _rooted(pattern, node, touch, adjacency, roots):
+    """The BlockTree of the forest rooted at ``roots`` (one per tree), or None."""
+    n, N = len(node), len(adjacency)
+    node = node.copy()
+    parent, depth, bfs = np.full(N, N), np.zeros(N, int), []
+    for root in roots:
+        queue = deque([root])
+        while queue:
+            a = queue.popleft()
+            bfs.append(a)
+            for c in adjacency[a] - {parent[a]}:
+                parent[c], depth[c] = a, depth[a] + 1
+                queue.append(c)
+    for r in np.flatnonzero(node < 0):
+        deepest = max(touch[r], key=lambda a: depth[a])
+        if not all(a == deepest or a == parent[deepest] for a in touch[r]):
+            return None
+        node[r] = deepest
+    # every coupling joins a node to itself, its parent or a child
+    rr, cc = np.nonzero(pattern)
+    a, c = node[rr], node[cc]
+    parent_ext = np.append(parent, N)
+    if not np.all((a == c) | (parent_ext[a] == c) | (parent_ext[c] == a)):
+        return None
+    members = [np.flatnonzero(node == k) for k in range(N)]
+    b = max(len(m) for m in members)
+    slots = np.full((N + 1, b), n)
+    for k, m in enumerate(members):
+        slots[k, :len(m)] = m
+    colour, coloured = np.zeros(N + 1, int), set()
+    for k in bfs:  # greedy distance-2 colouring
+        near = set(adjacency[k]).union(*(adjacency[c] for c in adjacency[k])) & coloured
+        colour[k] = next(c for c in range(N + 1) if c not in {colour[j] for j in near})
+        coloured.add(k)
+    height = np.zeros(N, int)  # 0 for leaves, 1 + the highest child's otherwise
+    for k in bfs[::-1]:
+        if parent[k] < N:
+            height[parent[k]] = max(height[parent[k]], height[k] + 1)
+    groups = [np.flatnonzero(height == h) for h in range(height.max() + 1)]
+    levels = np.full((len(groups), max(len(g) for g in groups)), N)
+    for h, g in enumerate(groups):
+        levels[h, :len(g)] = g
+    return BlockTree(slots=slots, parent=parent, levels=levels, colour=colour, n_colours=int(colour.max()) + 1)
+
+
+def _centres(adjacency):
+    """One centre per tree of a forest (adjacency: list of sets): a node of least
+    eccentricity (the middle of a longest path), so the tree rooted there is as shallow as it can
+    be; None if the graph has a cycle."""
+    def farthest(start):
+        queue, previous = deque([start]), {start: None}
+        while queue:
+            a = queue.popleft()
+            for c in adjacency[a]:
+                if c not in previous:
+                    previous[c] = a
+                    queue.append(c)
+        return a, previous  # the last node reached is a farthest one
+
+    if sum(map(len, adjacency)) // 2 != len(adjacency) - sum(1 for _ in _components(adjacency)):
+        return None  # not a forest: a forest of k trees has N − k edges
+
+    centres = []
+    for component in _components(adjacency):
+        u, _ = farthest(component[0])
+        v, previous = farthest(u)
+        path = [v]
+        while previous[path[-1]] is not None:
+            path.append(previous[path[-1]])
+        centres.append(path[len(path) // 2])
+    return centres
+
+
+def _components(adjacency):
+    """The connected components (sorted node lists) of a graph."""
+    done = set()
+    for start in range(len(adjacency)):
+        if start not in done:
+            component = _component(adjacency, start)
+            done |= set(component)
+            yield component
