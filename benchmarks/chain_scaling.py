@@ -1,9 +1,10 @@
-"""Benchmark: an N-link spatial pendulum chain (N = 2, 4, 8, 16, 32) with conserve's director, reduced
-and ode backends and Exudyn (generalized-α and trapezoidal index 2) in the same run: time per step,
-compile / setup time and energy error against N.
+"""Benchmark: an N-link spatial pendulum chain (N = 2, 4, 8, 16, 32, 64) with conserve's director
+backend (as ``simulate`` runs it: its Newton matrix eliminated along the chain), the same with a
+dense Newton matrix, the reduced and ode backends, and Exudyn (generalized-α and trapezoidal index
+2) in the same run: time per step, compile / setup time and energy error against N.
 
-    taskset -c 0 python benchmarks/chain_scaling.py [--sizes 2 4 8 16 32] [--steps 200] [--repeats 3]
-                                                    [--reduced-max N] [--no-check]
+    taskset -c 0 python benchmarks/chain_scaling.py [--sizes 2 4 8 16 32 64] [--steps 200] [--repeats 3]
+                                                    [--reduced-max N] [--dense-max 32] [--no-check]
 
 Writes benchmarks/results/chain_scaling.md and chain_scaling.png. The script pins itself to CPU 0 at
 start (os.sched_setaffinity, every thread of the process), so every timing is single-core.
@@ -16,7 +17,8 @@ gravity; Δt = 1e-3 s, ``--steps`` steps.
   of the following ``--steps`` runs, best of ``--repeats`` (3). The ode backend (DOP853, rtol
   1e-10) is timed per output interval of Δt, so its per-step numbers compare work for the same
   nodes, not the same accuracy. ``--reduced-max N`` skips the reduced backend above N links (its compile time grows
-  steeply with N); by default every size runs it.
+  steeply with N); by default every size runs it. ``--dense-max`` (32) skips the dense director
+  above that N (O(n³) per step).
 * Exudyn (optional, ``pip install -e '.[bench]'``), modelled as in benchmarks/heavy_top.py: every
   bar an ObjectRigidBody with an Euler-parameter node at its centre of mass, built from the mass,
   inertia, position, orientation and velocities of conserve's own bodies; ``CreateSphericalJoint``
@@ -31,7 +33,7 @@ Energy error: max |E − E0|/|E0| over the ``--steps`` run (Exudyn: from node se
 E = Σ m v·v/2 + ω_bodyᵀ J ω_body/2 − m g·x). Same problem: E0 of each code per N, the tip of the
 last bar against conserve's at Δt = 1e-3 for every N, and at N = 4 over 0.5 s for Δt = 1e-3 and
 1e-4 (the Exudyn − conserve difference must shrink like Δt² if both solve the same equations).
-The log–log slope of the director's time per step is a least-squares fit over the sizes 8…32.
+The log–log slope of the director's time per step is a least-squares fit over the sizes 8…64 run.
 """
 
 from __future__ import annotations
@@ -54,13 +56,15 @@ from conserve.problems import _bar  # noqa: E402
 from _peers import import_exudyn, pin_to_core0, solve_fixed_step  # noqa: E402
 
 OUT = Path(__file__).parent / "results"
-BACKENDS = ("director", "reduced", "ode")
+BACKENDS = ("director", "dense", "reduced", "ode")
+#: "dense": the director backend with its dense Newton matrix (jacfwd + LU), the structure-blind baseline
+BACKEND_OBJECTS = {"dense": cs.backends.Director(linear="dense")}
 SOLVERS = ("generalized-α", "trapezoidal")
 LENGTH = 0.5
 DT = 1e-3
 RHO = 0.8  # generalized-α spectral radius at infinity
 CHECK_N, CHECK_T, CHECK_DTS = 4, 0.5, (1e-3, 1e-4)  # same-problem check: tip trajectory at small dt
-SLOPE_RANGE = (8, 32)
+SLOPE_RANGE = (8, 64)
 
 
 def chain(n, length=LENGTH, tilt=0.3, spin=1.0):
@@ -87,6 +91,7 @@ def conserve_tip(sol, n):
 
 # ---------------------------------------------------------------- conserve
 def run_conserve(assembly, n, backend, steps, dt=DT, repeats=1):
+    backend = BACKEND_OBJECTS.get(backend, backend)
     first = cs.simulate(assembly, dt, dt, backend=backend)  # compiles (reported separately)
     try:
         sol = min((cs.simulate(assembly, steps * dt, dt, backend=backend) for _ in range(repeats)),
@@ -211,7 +216,7 @@ def header(exu, args):
            if ln.startswith("model name")]
     skipped = (f" The reduced backend is skipped above N = {args.reduced_max} (`--reduced-max`): its compile time "
                "grows steeply with N." if args.reduced_max is not None and max(args.sizes) > args.reduced_max else "")
-    return ["# Chain scaling: conserve (director, reduced, ode) vs Exudyn", "",
+    return ["# Chain scaling: conserve (director, dense director, reduced, ode) vs Exudyn", "",
             f"`taskset -c 0 python benchmarks/chain_scaling.py --sizes {' '.join(map(str, args.sizes))}` — "
             f"{args.steps} steps of Δt = {DT:g} s, same process, pinned to CPU {sorted(os.sched_getaffinity(0))}. "
             f"{cpu[0] if cpu else 'CPU unknown'}, {os.cpu_count()} cores, load average at start "
@@ -229,9 +234,12 @@ def header(exu, args):
 
 def conserve_table(rows):
     lines = ["## conserve backends", "",
-             "| N | DOF | director µs/step | reduced µs/step | ode µs/step | reduced / director "
-             "| unknowns director / reduced / ode state | compile director / reduced / ode [s] "
-             "| energy error director / reduced / ode |", "|" + "---|" * 9]
+             "director = the director backend as `simulate` runs it (Newton matrix eliminated along the "
+             "chain, `Director(linear='auto')`); dense = the same with its dense Newton matrix "
+             "(`Director(linear='dense')`, jacfwd + LU).", "",
+             "| N | DOF | director µs/step | dense µs/step | reduced µs/step | ode µs/step | reduced / director "
+             "| unknowns director / dense / reduced / ode state | compile director / dense / reduced / ode [s] "
+             "| energy error director / dense / reduced / ode |", "|" + "---|" * 10]
     for r in rows:
         red = f"{r['reduced']['per_step'] / r['director']['per_step']:.2f}" if "reduced" in r else "—"
         times = " | ".join(cell(r, (b, "per_step"), "{:.0f}", 1e6) for b in BACKENDS)
@@ -331,7 +339,7 @@ def failures_section(rows):
 
 def plot(rows):
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    series = [(b, f"conserve {b}", s) for b, s in zip(BACKENDS, ("o-", "s-", "^--"))]
+    series = [(b, f"conserve {b}", s) for b, s in zip(BACKENDS, ("o-", "o:", "s-", "^--"))]
     series += [("generalized-α", f"Exudyn GA ρ∞={RHO:g}", "D-"), ("trapezoidal", "Exudyn TR index 2", "v-")]
     for key, label, style in series:
         pts = [(r["N"], 1e6 * r[key]["per_step"]) for r in rows if key in r]
@@ -351,10 +359,11 @@ def plot(rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2, 4, 8, 16, 32])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2, 4, 8, 16, 32, 64])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3, help="timed conserve runs per backend and N (best kept)")
     parser.add_argument("--reduced-max", type=int, default=None, help="skip the reduced backend above this N")
+    parser.add_argument("--dense-max", type=int, default=32, help="skip the dense director above this N")
     parser.add_argument("--no-check", action="store_true", help="skip the small-Δt same-problem check")
     args = parser.parse_args(argv)
     pin_to_core0()
@@ -367,6 +376,8 @@ def main(argv=None):
         row = {"N": n, "dof": assembly.degrees_of_freedom}
         for b in BACKENDS:
             if b == "reduced" and args.reduced_max is not None and n > args.reduced_max:
+                continue
+            if b == "dense" and n > args.dense_max:
                 continue
             r = run_conserve(assembly, n, b, args.steps, repeats=args.repeats)
             if "failed" in r:

@@ -179,6 +179,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
     _warn_coarse_steps(assembly, dt)
     settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
                 **_backend_settings(backend, checkpoint is not None)}
+    backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
     carry = backend.init(assembly.model, assembly.initial_state)
     first = {**{f"node_{k}": np.asarray(getattr(carry.state, k))[None] for k in NODE_FIELDS},
              **{f"diag_{k}": np.asarray(a)[None] for k, a in _node_diagnostics(assembly.model, carry.state).items()}}
@@ -235,7 +236,7 @@ def _backend_settings(backend, checkpointed):
     newton = getattr(inner, "newton", Newton())
     linear = getattr(inner, "linear", "auto")
     return {"backend": inner.name, "newton": [newton.tol, newton.max_iterations],
-            "linear": linear if isinstance(linear, str) else linear.name,
+            "linear": linear if isinstance(linear, str) else linear.name, "reuse": getattr(inner, "reuse", "auto"),
             "on_failure": "subdivide" if isinstance(backend, Subdividing) else "raise",
             "max_subdivisions": backend.max_subdivisions if isinstance(backend, Subdividing) else 6}
 
@@ -256,11 +257,12 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
     try:
         backend = settings["backend"]
         if backend == "director":
-            backend = BACKENDS[backend](Newton(*settings["newton"]), linear=settings.get("linear", "auto"))
+            backend = BACKENDS[backend](Newton(*settings["newton"]), linear=settings.get("linear", "auto"),
+                                        reuse=settings.get("reuse", "auto"))
         backend = resolve_backend(backend, Newton(*settings["newton"]), None, settings["on_failure"],
                                   settings["max_subdivisions"])
-        carry = Carry(State(*(jnp.asarray(stored[k]) for k in State._fields)), jnp.asarray(stored["lam"]))
-        return _run(assembly, settings, backend, carry, n, pieces, ckpt, progress)
+        backend = backend.prepare(assembly.model, assembly.initial_state)  # the structure of the first run
+        return _run(assembly, settings, backend, _restored(backend, assembly, stored), n, pieces, ckpt, progress)
     finally:
         checkpoints.close(ckpt)
 
@@ -308,8 +310,22 @@ def _number(name, x):
 
 
 def _carry(carry: Carry):
-    """The carry as plain arrays for a checkpoint (the multipliers under "lam")."""
-    return {**{k: np.asarray(a) for k, a in carry.state._asdict().items()}, "lam": np.asarray(carry.multipliers)}
+    """The carry as plain arrays for a checkpoint (the multipliers under "lam", the leaves of the
+    Newton memory under "memory0", "memory1", …)."""
+    memory = {f"memory{i}": np.asarray(a) for i, a in enumerate(jax.tree.leaves(carry.memory))}
+    return {**{k: np.asarray(a) for k, a in carry.state._asdict().items()}, "lam": np.asarray(carry.multipliers),
+            **memory}
+
+
+def _restored(backend: StepBackend, assembly, stored) -> Carry:
+    """The carry of a checkpoint: state and multipliers, and the Newton memory in the structure
+    the backend's init gives (left empty if the checkpoint holds none)."""
+    state = State(*(jnp.asarray(stored[k]) for k in State._fields))
+    template = backend.init(assembly.model, state)
+    leaves, treedef = jax.tree.flatten(template.memory)
+    if all(f"memory{i}" in stored for i in range(len(leaves))):
+        leaves = [jnp.asarray(stored[f"memory{i}"], a.dtype) for i, a in enumerate(leaves)]
+    return Carry(state, jnp.asarray(stored["lam"]), jax.tree.unflatten(treedef, leaves))
 
 
 def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt, progress) -> Solution:
@@ -317,7 +333,6 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     before (dicts of node_*, step_*, diag_* arrays, the checkpoint layout)."""
     model, layout = assembly.model, assembly.layout
     t0, dt, n_steps = settings["t0"], settings["dt"], settings["n_steps"]
-    backend = backend.prepare(model, assembly.initial_state)  # the same structure on resume
     args = (model, carry, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
     run, compile_time = _compile(backend, settings["chunk"], args)
 

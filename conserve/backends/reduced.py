@@ -119,7 +119,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     x0 = jnp.concatenate([h * nu0, lam[cut], jnp.zeros(nr), h * rates])
     g_size = model.constraint_magnitudes(q0, state.theta, state.s)
     size = jnp.concatenate([jnp.zeros(nd - len(loop)), g_size[loop], g_size[cut], jnp.zeros(2 * nr)])
-    x, *result = newton_solve(residual, x0, newton, weights, size)
+    x, *result, _ = newton_solve(residual, x0, newton, weights, size)
     u, lam_c, dp, dtheta = split(x)
     return advance(model, state, t, h, increments(tree, Q0, u), dp, dtheta, with_cut(lam_c), result)
 

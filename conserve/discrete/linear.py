@@ -15,8 +15,8 @@ takes either):
   so 3·b derivatives instead of n). The blocks are eliminated leaves first (block Gaussian
   elimination without fill-in; George and Liu 1981), each diagonal block inverted after its
   children's elimination (LU with partial pivoting inside the block): O(N b³) for N nodes of
-  width b, a ``lax.scan`` over the tree's levels (the nodes of one level at once, the tree rooted
-  at its centre: a chain of N bodies takes N/2 levels) whose code does not grow with N.
+  width b, a ``lax.scan`` over the tree's levels (the nodes of one level at once) whose code does
+  not grow with N.
 
 :func:`block_tree` finds the nodes, the tree and the colours from the Jacobian's sparsity
 pattern (once per model structure, outside jit); it returns None when the couplings are not a
@@ -211,16 +211,22 @@ def block_tree(jacobians, node, max_condition=1e10):
         sparsity pattern (rows and unknowns share their indices: row r belongs with unknown r),
         and the elimination is tried on each
     node : (n,) int, the node of each unknown that has one (a body's coordinates, a rotor's
-        unknowns: its master's node), −1 for the others (multipliers), which join the deepest
-        node their row and column touch (a joint's multipliers go with its child body)
+        unknowns: its master's node), −1 for the others (multipliers), which join one of the (at
+        most two) nodes their row and column touch (see below)
     max_condition : every diagonal block met in the elimination must have a condition number
         below this on every J given
 
-    The forest is rooted, per tree, first at its most anchored node (the one with the most rows of
-    its own: a body jointed to the ground, so that no body carries two joints' rows, as a chain
-    hanging from the ground would if rooted elsewhere), else at its centre; a rooting is used only
-    if its elimination passes the check (a loop closed through the ground, say, gives a body the
-    rows of two joints and a singular block: then the dense solver serves).
+    Two rootings of each tree: the *owners'* one decides which node a multiplier joins (the one
+    farther from the owner root among the two its row couples), the *elimination's* one the order.
+    The owner root is the most anchored node (the most rows of its own: a body jointed to the
+    ground), so every body carries the rows of the joint towards the ground, as in a kinematic
+    tree, and no body two joints' rows (a double-pinned bar's block is singular). Tried in turn:
+    (anchored, anchored), (anchored, centre) and (centre, centre), the centre being a node of
+    least eccentricity (for a free-floating tree); a rooting is used only if its elimination
+    passes the check (a loop closed through the ground, say, gives a body the rows of two joints
+    and a singular block: then the dense solver serves). Eliminating from the centre halves a
+    chain's sequential levels, but LAPACK's per-matrix cost on the CPU (~10 µs for b = 21,
+    batched or not) makes it no faster, so the anchored root comes first.
     """
     jacobians = [np.asarray(J) for J in jacobians]
     pattern = np.any([J != 0 for J in jacobians], axis=0)
@@ -250,11 +256,26 @@ def block_tree(jacobians, node, max_condition=1e10):
         if len(touch[r]) == 1:
             own[next(iter(touch[r]))] += 1
     anchored = [max(_component(adjacency, c), key=lambda a: (own[a], a == c)) for c in centres]
-    for roots in (anchored, centres):
-        tree = _rooted(pattern, node, touch, adjacency, roots)
+    for owners, roots in ((anchored, anchored), (anchored, centres), (centres, centres)):
+        tree = _rooted(pattern, node, touch, adjacency, owners, roots)
         if tree is not None and all(tree.condition(J) <= max_condition for J in jacobians):
             return tree
     return None
+
+
+def _rooting(adjacency, roots):
+    """(parent, depth, breadth-first order) of the forest rooted at ``roots`` (parent N for a root)."""
+    N = len(adjacency)
+    parent, depth, bfs = np.full(N, N), np.zeros(N, int), []
+    for root in roots:
+        queue = deque([root])
+        while queue:
+            a = queue.popleft()
+            bfs.append(a)
+            for c in adjacency[a] - {parent[a]}:
+                parent[c], depth[c] = a, depth[a] + 1
+                queue.append(c)
+    return parent, depth, bfs
 
 
 def _component(adjacency, start):
@@ -266,24 +287,15 @@ def _component(adjacency, start):
     return sorted(seen)
 
 
-def _rooted(pattern, node, touch, adjacency, roots):
-    """The BlockTree of the forest rooted at ``roots`` (one per tree), or None."""
+def _rooted(pattern, node, touch, adjacency, owners, roots):
+    """The BlockTree of the forest eliminated towards ``roots`` (one per tree), its free unknowns
+    joining the node farthest from ``owners`` (one per tree) among those they touch; or None."""
     n, N = len(node), len(adjacency)
     node = node.copy()
-    parent, depth, bfs = np.full(N, N), np.zeros(N, int), []
-    for root in roots:
-        queue = deque([root])
-        while queue:
-            a = queue.popleft()
-            bfs.append(a)
-            for c in adjacency[a] - {parent[a]}:
-                parent[c], depth[c] = a, depth[a] + 1
-                queue.append(c)
+    _, depth, _ = _rooting(adjacency, owners)
     for r in np.flatnonzero(node < 0):
-        deepest = max(touch[r], key=lambda a: depth[a])
-        if not all(a == deepest or a == parent[deepest] for a in touch[r]):
-            return None
-        node[r] = deepest
+        node[r] = max(touch[r], key=lambda a: depth[a])
+    parent, _, bfs = _rooting(adjacency, roots)
     # every coupling joins a node to itself, its parent or a child
     rr, cc = np.nonzero(pattern)
     a, c = node[rr], node[cc]
