@@ -2,7 +2,7 @@
 
 A Newton iteration needs J = ∂r/∂x (``jacobian``: in the solver's own storage), its
 factorisation (``factorise``), solves with the factors (``solve``) and, for its round-off test,
-|J| w (``abs_times``). Two interchangeable solvers provide them (:func:`conserve.discrete.newton.newton_solve`
+``|J| w`` (``abs_times``). Two interchangeable solvers provide them (:func:`conserve.discrete.newton.newton_solve`
 takes either):
 
 * :class:`Dense`: J from ``jax.jacfwd`` (n directional derivatives), dense LU with partial
@@ -53,7 +53,7 @@ class Dense:
         return lu_solve(factors, r)
 
     def abs_times(self, J, w):
-        """|J| w (n,)."""
+        """``|J| w`` (n,)."""
         return jnp.abs(J) @ w
 
     def dense(self, J):
@@ -63,8 +63,9 @@ class Dense:
 @dataclass(frozen=True, eq=False)
 class BlockTree:
     """The unknowns as a forest of nodes (see the module docstring); built by :func:`block_tree`.
+    Its arrays are numpy (static), for N nodes plus one empty *dummy* node N, the parent of the roots.
 
-    Attributes (numpy, static; N nodes plus one empty *dummy* node N, the parent of the roots)
+    Attributes
     ----------
     slots : (N + 1, b) int, the unknowns of each node (indices into x; n marks an empty slot)
     parent : (N,) int, each node's parent (N for a root)
@@ -164,7 +165,7 @@ class BlockTree:
         return jnp.zeros((n + 1,), r.dtype).at[self.slots[:-1]].set(xb[:-1])[:n]
 
     def abs_times(self, blocks, w):
-        """|J| w (n,) from the blocks."""
+        """``|J| w`` (n,) from the blocks."""
         D, U, L = blocks[0], blocks[1][:-1], blocks[2][:-1]
         n, N, parent = w.shape[0], self.n_nodes, self.parent
         wb = jnp.concatenate([w, jnp.zeros((1,), w.dtype)])[self.slots]
@@ -205,17 +206,6 @@ def block_tree(jacobians, node, max_condition=1e10):
     """The :class:`BlockTree` of a Newton matrix, or None if its couplings are not a forest or its
     blocks cannot be eliminated without pivoting between them.
 
-    Parameters
-    ----------
-    jacobians : sequence of (n, n) arrays, J at a few random points: their nonzeros give the
-        sparsity pattern (rows and unknowns share their indices: row r belongs with unknown r),
-        and the elimination is tried on each
-    node : (n,) int, the node of each unknown that has one (a body's coordinates, a rotor's
-        unknowns: its master's node), −1 for the others (multipliers), which join one of the (at
-        most two) nodes their row and column touch (see below)
-    max_condition : every diagonal block met in the elimination must have a condition number
-        below this on every J given
-
     Two rootings of each tree: the *owners'* one decides which node a multiplier joins (the one
     farther from the owner root among the two its row couples), the *elimination's* one the order.
     The owner root is the most anchored node (the most rows of its own: a body jointed to the
@@ -227,6 +217,17 @@ def block_tree(jacobians, node, max_condition=1e10):
     and a singular block: then the dense solver serves). Eliminating from the centre halves a
     chain's sequential levels, but LAPACK's per-matrix cost on the CPU (~10 µs for b = 21,
     batched or not) makes it no faster, so the anchored root comes first.
+
+    Parameters
+    ----------
+    jacobians : sequence of (n, n) arrays, J at a few random points: their nonzeros give the
+        sparsity pattern (rows and unknowns share their indices: row r belongs with unknown r),
+        and the elimination is tried on each
+    node : (n,) int, the node of each unknown that has one (a body's coordinates, a rotor's
+        unknowns: its master's node), −1 for the others (multipliers), which join one of the (at
+        most two) nodes their row and column touch (see above)
+    max_condition : every diagonal block met in the elimination must have a condition number
+        below this on every J given
     """
     jacobians = [np.asarray(J) for J in jacobians]
     pattern = np.any([J != 0 for J in jacobians], axis=0)

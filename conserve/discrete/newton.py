@@ -72,7 +72,7 @@ class Newton:
 CHORD_CONTRACTION = 0.1
 
 #: With factors of an earlier step, a chord correction δ_k is accepted only when it is below the
-#: tolerance and the error it leaves, ρ/(1 − ρ) |δ_k| at the observed rate ρ = |δ_k| / |δ_{k−1}|
+#: tolerance and the error it leaves, ρ/(1 − ρ) ‖δ_k‖ at the observed rate ρ = ‖δ_k‖ / ‖δ_{k−1}‖
 #: (scaled as the tolerance), is at round-off: the step is then as converged as a Newton step
 #: accepted at the tolerance (whose error is O(tol²)), and the energy balance as exact.
 STALE_ERROR = 1e-15
@@ -106,7 +106,7 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     Hairer and Wanner, Solving ODEs II, §IV.8) its factors start the iteration: the first
     correction is their chord, later ones too while they contract by ``CHORD_CONTRACTION`` and
     enough iterations remain; such a chord is accepted only when the error it leaves,
-    ρ/(1 − ρ)|δ|, is at round-off (``STALE_ERROR``), so the accepted step is as converged as a
+    ρ/(1 − ρ)‖δ‖, is at round-off (``STALE_ERROR``), so the accepted step is as converged as a
     Newton step, and the energy balance as exact. A fresh Jacobian is formed only when they stop
     contracting (a 32-link chain: 1.47 → 0.87 ms per step with 4.5 instead of 3.0 residuals; the
     heavy top, whose Jacobian is cheap: 49 → 46 µs with 5.5).
@@ -119,7 +119,7 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     weights : x (n,) -> w (n,) > 0, the scale of each unknown (see :class:`Newton`)
     size : (n,) ≥ 0, the size of the terms of each row of r that do not scale with the unknowns
         (constraint rows: their terms at q_n, so a joint 1e7 m from the origin is at round-off
-        at ε·1e7 m); the other terms are measured by |J| w (see :class:`Newton`)
+        at ε·1e7 m); the other terms are measured by ``|J| w`` (see :class:`Newton`)
 
     Returns
     -------
