@@ -34,8 +34,11 @@ class Director(StepBackend):
     steps, :func:`~conserve.discrete.newton.newton_solve`): True, False, or "auto" (default) for
     the tree solver only, where forming and eliminating the matrix dominates a step (a 32-link
     chain: 1.47 → 0.87 ms per step); with a dense matrix of a few dozen unknowns it saves little
-    (heavy top 49 → 46 µs) and its chords, accepted at round-off (``STALE_ERROR``) rather than
-    after a quadratic step, leave momentum errors of ~1e-12 over a P3 run instead of ~1e-15.
+    (heavy top 49 → 46 µs). Chords with reused factors are accepted when their error estimate
+    is at round-off (:data:`~conserve.discrete.newton.STALE_ERROR`), not after a quadratic Newton
+    step, so the energy balance and momenta hold to ~1e-14 instead of ~1e-15 relative (an
+    N-link chain: 9e-14 at N = 4; P3, where it would be on with ``reuse=True``: angular momentum
+    1e-12 instead of 1e-15 over the run); ``reuse=False`` gives the sharpest balance.
     """
 
     newton: Newton = field(default_factory=Newton)

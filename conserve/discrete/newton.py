@@ -73,8 +73,12 @@ CHORD_CONTRACTION = 0.1
 
 #: With factors of an earlier step, a chord correction δ_k is accepted only when it is below the
 #: tolerance and the error it leaves, ρ/(1 − ρ) ‖δ_k‖ at the observed rate ρ = ‖δ_k‖ / ‖δ_{k−1}‖
-#: (scaled as the tolerance), is at round-off: the step is then as converged as a Newton step
-#: accepted at the tolerance (whose error is O(tol²)), and the energy balance as exact.
+#: (scaled as the tolerance), is at round-off: ~10 ulp of an O(1) unknown. A Newton step accepted
+#: at the tolerance leaves O(tol²), far below, and the energy balance, whose error is the
+#: residual over h/2, is correspondingly sharper: measured on an N-link chain at Δt = 1e-3, relative
+#: energy errors over 200 steps of 9e-14 (N = 4) … 5e-15 (N = 32) with reused factors against
+#: 4e-16 … 1e-15 without. A stricter bound costs the reuse its gain (1e-16: the 32-link chain's
+#: step 0.86 → 1.60 ms, slower than no reuse, 1.47 ms; 1e-18: energy at round-off, 1.70 ms).
 STALE_ERROR = 1e-15
 
 

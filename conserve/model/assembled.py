@@ -109,8 +109,16 @@ class Model:
 
     # --- mass and momenta -------------------------------------------------------------
     def mass_times(self, v):
-        """M v, (n_q,)."""
-        return (self.mu @ v.reshape(-1, 3)).ravel()
+        """M v, (n_q,). μ is block diagonal by part (4 × 4 per rigid body, with its hybrid rotors'
+        share; 1 × 1 per point mass): applied block by block, O(n_q), not as a dense product."""
+        V = v.reshape(-1, 3)
+        idx = self.rigid_frames
+        diagonal = jnp.diagonal(self.mu)
+        if not idx.shape[0]:
+            return (diagonal[:, None] * V).ravel()
+        blocks = self.mu[idx[:, :, None], idx[:, None, :]]  # (n_rigid, 4, 4)
+        points = diagonal.at[idx.ravel()].set(0.0)  # the point masses' 1 × 1 blocks
+        return (points[:, None] * V).at[idx].add(jnp.einsum("nij,njc->nic", blocks, V[idx])).ravel()
 
     def kinetic_energy(self, v, p):
         """T = ½ vᵀ M' v + Σ_k p_k² / (2 J_a,k) in J (M' holds the hybrid rotors' mass and transverse
