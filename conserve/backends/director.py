@@ -60,7 +60,8 @@ class Director(StepBackend):
         tree = block_structure(model, state)
         if tree is None and self.linear == "tree":
             raise ValueError("Director(linear='tree'): the model's couplings are not a tree of bodies (a kinematic "
-                             "loop, or an element joining more than two bodies or distant ones); use 'auto' or 'dense'.")
+                             "loop, or an element joining more than two bodies or distant ones); use 'auto' or "
+                             "'dense'.")
         small = tree is None or (self.linear == "auto" and tree.n_nodes < TREE_MIN_NODES)
         return replace(self, linear=Dense() if small else tree)
 

@@ -85,8 +85,8 @@ class BlockTree:
     name = "tree"
 
     def __post_init__(self):
-        key = b"|".join(np.ascontiguousarray(a, np.int64).tobytes()
-                        for a in (self.slots, self.parent, self.levels, self.colour, [*self.slots.shape, *self.levels.shape]))
+        arrays = (self.slots, self.parent, self.levels, self.colour, [*self.slots.shape, *self.levels.shape])
+        key = b"|".join(np.ascontiguousarray(a, np.int64).tobytes() for a in arrays)
         object.__setattr__(self, "_key", key)
 
     def __hash__(self):
