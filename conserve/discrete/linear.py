@@ -328,26 +328,16 @@ def _centres(adjacency):
     """One centre per tree of a forest (adjacency: list of sets): a node of least
     eccentricity (the middle of a longest path), so the tree rooted there is as shallow as it can
     be; None if the graph has a cycle."""
-    def farthest(start):
-        queue, previous = deque([start]), {start: None}
-        while queue:
-            a = queue.popleft()
-            for c in adjacency[a]:
-                if c not in previous:
-                    previous[c] = a
-                    queue.append(c)
-        return a, previous  # the last node reached is a farthest one
-
-    if sum(map(len, adjacency)) // 2 != len(adjacency) - sum(1 for _ in _components(adjacency)):
+    N = len(adjacency)
+    if sum(map(len, adjacency)) // 2 != N - sum(1 for _ in _components(adjacency)):
         return None  # not a forest: a forest of k trees has N − k edges
-
     centres = []
     for component in _components(adjacency):
-        u, _ = farthest(component[0])
-        v, previous = farthest(u)
-        path = [v]
-        while previous[path[-1]] is not None:
-            path.append(previous[path[-1]])
+        u = _rooting(adjacency, [component[0]])[2][-1]  # the last node reached is a farthest one
+        parent, _, bfs = _rooting(adjacency, [u])
+        path = [bfs[-1]]
+        while parent[path[-1]] < N:
+            path.append(parent[path[-1]])
         centres.append(path[len(path) // 2])
     return centres
 
