@@ -3,7 +3,8 @@ coordinates: Thompson's null-space map H2 (Thompson §III, eqs. (15)–(18)) and
 of the discrete null-space method (Betsch and Leyendecker 2006), used by the reduced and ode
 backends and by :func:`conserve.linearize`.
 
-Two pure functions of the tree, both in tree order (parents before children):
+Two pure functions of the tree, each a vectorised map over the links composed down the tree
+by pointer jumping (:func:`down_the_tree`), so their compiled size does not grow with the tree:
 
 - :func:`velocities`: ν ↦ q̇ = H2(q) ν, the null-space map built from the joints' velocity
   relations (Thompson's H_a q̇ = H_b ν solved joint by joint down the tree, no SVD). Every body
@@ -20,59 +21,162 @@ Two pure functions of the tree, both in tree order (parents before children):
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..kinematics.frames import frames_of
 from ..kinematics.rotations import cayley_increment, nearest_rotation, rotation_correction
 from ..model.tree import Tree
 
 
-def _frame(Q, f):
-    """(φ (3,), R (3, 3) with the directors as columns) of the frame with block indices f."""
-    frame = frames_of(Q, [np.asarray(f)])[0]
-    return frame.position, frame.rotation
+class Topology(NamedTuple):
+    """The tree's static index arrays (numpy), link k in tree order, L links, the ground = L.
+
+    parent : (L + 1,) the parent link (L for a root and for the ground itself)
+    frame_a, frame_b, child : (L, 4) block indices into the extended blocks (a root's part a is
+        the ground frame; a point mass's directors are the ground's)
+    parent_is_a, rigid : (L,) bool
+    rot_a, rot_b, slide : (L, 3) indices into (u, 0) of the link's increments, the padding → the 0
+    """
+
+    parent: np.ndarray
+    frame_a: np.ndarray
+    frame_b: np.ndarray
+    child: np.ndarray
+    parent_is_a: np.ndarray
+    rigid: np.ndarray
+    rot_a: np.ndarray
+    rot_b: np.ndarray
+    slide: np.ndarray
+
+
+@lru_cache(maxsize=64)
+def topology(links: tuple, n_blocks: int) -> Topology:
+    """The :class:`Topology` of ``links`` (cached per tree structure)."""
+    L = len(links)
+    ground = tuple(range(n_blocks, n_blocks + 4))
+    link_of = {link.child[0]: k for k, link in enumerate(links)}
+    parent = np.array([link_of[link.parent[0]] if link.kind == "joint" and link.parent[0] in link_of else L
+                       for link in links] + [L], np.int64)
+    parents = [link.parent if link.kind == "joint" else ground for link in links]
+    pia = np.array([link.parent_is_a for link in links], bool)
+    child = np.array([link.child for link in links], np.int64).reshape(L, 4)
+    up = np.array(parents, np.int64).reshape(L, 4)
+    sentinel = sum(link.n_dof for link in links)
+    index = np.full((L, 3, 3), sentinel, np.int64)  # (rot_a, rot_b, slide) per link
+    i = 0
+    for k, link in enumerate(links):
+        for which, n in enumerate(link.dof):
+            index[k, which, :n] = np.arange(i, i + n)
+            i += n
+    return Topology(parent, np.where(pia[:, None], up, child), np.where(pia[:, None], child, up), child, pia,
+                    np.array([link.rigid for link in links], bool), index[:, 0], index[:, 1], index[:, 2])
+
+
+def down_the_tree(parent, maps, compose):
+    """Every link's map composed with all its ancestors' (pointer jumping, Wyllie 1979): maps
+    (pytree of (L + 1, ...) arrays, the identity at the ground L), ``compose(upper, lower)``
+    the map of lower ∘ upper, vectorised over links. After round r each link holds the composition
+    of its 2^r nearest links; ⌈log₂ depth⌉ rounds of vectorised work (a 64-link chain: 6), so the
+    compiled program does not grow with the number of links. Returns the composed maps (L + 1, ...)."""
+    up = np.asarray(parent)
+    ground = len(up) - 1
+    while np.any(up != ground):
+        maps = compose(jax.tree.map(lambda m: m[up], maps), maps)
+        up = up[up]
+    return maps
+
+
+def _frames(Q, f):
+    """(φ (L, 3), R (L, 3, 3), directors as columns) of the frames with block indices f (L, 4)."""
+    return Q[f[:, 0]], jnp.swapaxes(Q[f[:, 1:]], -1, -2)
+
+
+def _with_identity(identity, maps):
+    """Append the ground's identity map (index L) to maps (L, ...)."""
+    return jax.tree.map(lambda i, m: jnp.concatenate([m, i[None].astype(m.dtype)]), identity, maps)
+
+
+def _twist_compose(upper, lower):
+    """A link's twist map (ρ, α, β): ω = ω_p + ρ, v = v_p + ω_p × α + β; lower ∘ upper."""
+    rho_p, alpha_p, beta_p = upper
+    rho_c, alpha_c, beta_c = lower
+    return rho_p + rho_c, alpha_p + alpha_c, beta_p + jnp.cross(rho_p, alpha_c) + beta_c
 
 
 def velocities(tree: Tree, Q, nu):
     """q̇ = H2(q) ν: the director velocities (n_blocks, 3) of the minimal velocities ν (n_dof,)
-    at the configuration Q (extended blocks, (n_blocks + 4, 3)); linear in ν."""
-    twist = {}  # φ block -> (v, ω) of each placed part; the ground does not move
+    at the configuration Q (extended blocks, (n_blocks + 4, 3)); linear in ν.
+
+    Each link's joint relation gives the child's twist (v of φ, ω) as an affine map of its parent's:
+    with arms r_a = R_a at_a, r_b = R_b at_b, the gap x_B − x_A and the joint's rates ρ (rotations)
+    and s (slides), parent a: ω = ω_p + ρ, v = v_p + ω_p × (r_a + gap − r_b) + s − ρ × r_b; parent b:
+    ω = ω_p − ρ, v = v_p + ω_p × (r_b − gap − r_a) + ρ × (gap + r_a) − s. The maps are composed down
+    the tree by :func:`down_the_tree`."""
+    top = topology(tree.links, tree.n_blocks)
+    P = tree.params
+    if not len(top.child):
+        return jnp.zeros(tree.n_blocks * 3, Q.dtype)
+    x = jnp.concatenate([nu, jnp.zeros(1, nu.dtype)])
+    (pa, Ra), (pb, Rb) = _frames(Q, top.frame_a), _frames(Q, top.frame_b)
+    rot = (jnp.einsum("lij,lkj,lk->li", Ra, P["rot_a"], x[top.rot_a])
+           + jnp.einsum("lij,lkj,lk->li", Rb, P["rot_b"], x[top.rot_b]))
+    slide = jnp.einsum("lki,lk->li", jnp.cross(jnp.einsum("lij,lkj->lki", Ra, P["slide_u"]),
+                                               jnp.einsum("lij,lkj->lki", Ra, P["slide_w"])), x[top.slide])
+    arm_a, arm_b = jnp.einsum("lij,lj->li", Ra, P["at_a"]), jnp.einsum("lij,lj->li", Rb, P["at_b"])
+    gap = pb + arm_b - pa - arm_a
+    pia = top.parent_is_a[:, None]
+    maps = (jnp.where(pia, rot, -rot), jnp.where(pia, arm_a + gap - arm_b, arm_b - gap - arm_a),
+            jnp.where(pia, slide - jnp.cross(rot, arm_b), jnp.cross(rot, gap + arm_a) - slide))
     zero = jnp.zeros(3, Q.dtype)
-    i = 0
-    for link, p in zip(tree.links, tree.params):
-        n = link.n_dof
-        x = nu[i:i + n]
-        i += n
-        if link.kind == "root":
-            twist[link.child[0]] = (x[-3:], x[:3] if link.rigid else zero)
-            continue
-        a, b = (link.parent, link.child) if link.parent_is_a else (link.child, link.parent)
-        (pa, Ra), (pb, Rb) = _frame(Q, a), _frame(Q, b)
-        ka, kb, _ = link.dof
-        rot = Ra @ (p["rot_a"][:ka].T @ x[:ka]) + Rb @ (p["rot_b"].T @ x[ka:ka + kb]) if link.rigid else zero
-        slide = jnp.cross(Ra @ p["slide_u"].T, Ra @ p["slide_w"].T, axis=0) @ x[ka + kb:]
-        arm_a, arm_b = Ra @ p["at_a"], Rb @ p["at_b"]
-        gap = pb + arm_b - pa - arm_a  # x_B − x_A
-        v_p, w_p = twist.get(link.parent[0], (zero, zero))
-        if link.parent_is_a:
-            w_b = w_p + rot
-            xdot_b = v_p + jnp.cross(w_p, arm_a) + jnp.cross(w_p, gap) + slide
-            twist[link.child[0]] = (xdot_b - jnp.cross(w_b, arm_b), w_b)
-        else:
-            w_a = w_p - rot
-            xdot_a = v_p + jnp.cross(w_p, arm_b) - jnp.cross(w_a, gap) - slide
-            twist[link.child[0]] = (xdot_a - jnp.cross(w_a, arm_a), w_a)
-    qdot = jnp.zeros((tree.n_blocks, 3), Q.dtype)
-    for link in tree.links:
-        v, w = twist[link.child[0]]
-        qdot = qdot.at[link.child[0]].set(v)
-        if link.rigid:
-            qdot = qdot.at[jnp.asarray(link.child[1:])].set(jnp.cross(w, Q[jnp.asarray(link.child[1:])]))
-    return qdot.ravel()
+    w, _, v = down_the_tree(top.parent, _with_identity((zero, zero, zero), maps), _twist_compose)
+    rigid = top.child[:, 1:]
+    qdot = jnp.zeros((tree.n_blocks, 3), Q.dtype).at[top.child[:, 0]].set(v[:-1], mode="drop")
+    directors = jnp.cross(w[:-1, None, :], Q[rigid])  # a point mass's "directors" are the ground's: dropped
+    return qdot.at[rigid].set(directors, mode="drop").ravel()
+
+
+def _change_compose(upper, lower):
+    """A link's increment map (M, K, a, b): ΔR = ΔR_p M + K, Δφ = Δφ_p + ΔR_p a + b; lower ∘ upper."""
+    M_p, K_p, a_p, b_p = upper
+    M_c, K_c, a_c, b_c = lower
+    return (M_p @ M_c, K_p @ M_c + K_c, a_p + jnp.einsum("lij,lj->li", M_p, a_c),
+            b_p + jnp.einsum("lij,lj->li", K_p, a_c) + b_c)
+
+
+def _link_change(pia, rigid, pa, Ra, pb, Rb, P, xa, xb, xs):
+    """One link's increment map (M, K, a, b) of :func:`_change_compose` at q_n (vmapped over links).
+
+    The relative rotation X = R_aᵀ R_b turns to R_rel' = cay(A) N(X) cay(B) (N: the nearest
+    rotation), the offset p_rel = R_aᵀ d, d = x_B − x_A, slides to p_rel' = p_rel + S x_s with its
+    fixed components reset to 0. The child is then placed exactly on its parent's new pose:
+    parent a: R_b' = R_a' R_rel', x_B' = x_A' + R_a' p_rel'; parent b: R_a' = R_b' R_rel'ᵀ,
+    x_A' = x_B' − R_a' p_rel'. As increments (parent a; b alike):
+    ΔR_b = ΔR_a R_rel' + R_a ΔR_rel + (R_a X − R_b), Δx_B = Δx_A + ΔR_a p_rel' + R_a Δp_rel +
+    (R_a p_rel − d); Δφ of the child = Δx of its joint point − ΔR at its joint point. The gaps
+    (R_a X − R_b) = (R_a R_aᵀ − I) R_b and (R_a p_rel − d) are round-off of a parent that is not
+    exactly orthonormal: without them it would reach the child doubled (R_b' − R_a' R_rel' =
+    −2 S_a R_b for R_a = (I + S_a) Q) and grow by ×3 per link down a chain (a 32-link chain
+    left its constraints by 1e-7 in 8 steps)."""
+    eye = jnp.eye(3, dtype=Ra.dtype)
+    X = Ra.T @ Rb
+    R_rel = nearest_rotation(X)  # round-off of the parent must not pile up down the tree
+    d = pb + Rb @ P["at_b"] - pa - Ra @ P["at_a"]
+    p_rel = Ra.T @ d
+    dp_rel = xs @ jnp.cross(P["slide_u"], P["slide_w"]) - P["fixed"] @ p_rel
+    cB = cayley_increment(P["rot_b"].T @ xb)
+    dR_rel = cayley_increment(P["rot_a"].T @ xa) @ R_rel @ (eye + cB) + R_rel @ cB + rotation_correction(X)
+    R_rel1, p_rel1 = X + dR_rel, p_rel + dp_rel
+    K = jnp.where(pia, Ra @ dR_rel + (Ra @ X - Rb), Rb @ dR_rel.T + (Rb @ X.T - Ra))
+    K = jnp.where(rigid, K, 0.0)  # a point mass has no rotation
+    M = jnp.where(rigid, jnp.where(pia, R_rel1, R_rel1.T), 0.0)
+    s = jnp.where(pia, P["at_a"] + p_rel1, P["at_b"])
+    t = jnp.where(pia, 1.0, -1.0) * (Ra @ dp_rel + (Ra @ p_rel - d))
+    r = jnp.where(pia, P["at_b"], p_rel1 + P["at_a"])
+    return M, K, s - M @ r, t - K @ r
 
 
 def increments(tree: Tree, Q0, u):
@@ -84,54 +188,20 @@ def increments(tree: Tree, Q0, u):
     tree constraint holds at q_n + Δq for any u: relative rotations stay rotations (projected to
     the nearest one, so round-off does not pile up down the tree) and a joint's offset is reset to
     its slides (the components the joint fixes are put back to zero), so the round-off gaps of
-    q_n are closed instead of carried on."""
-    pose, change = {}, {}  # φ block -> (φ_n, R_n) and (Δφ, ΔR) of each placed part
-    ground = len(Q0) - 4
-    eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros(3, Q0.dtype)
-    pose[ground], change[ground] = (zero, eye), (zero, jnp.zeros((3, 3), Q0.dtype))
-    dQ = jnp.zeros((tree.n_blocks, 3), Q0.dtype)
-    i = 0
-    for link, p in zip(tree.links, tree.params):
-        n = link.n_dof
-        x = u[i:i + n]
-        i += n
-        if link.kind == "root":
-            phi0, R0 = _frame(Q0, link.child)
-            dR = (cayley_increment(x[:3]) @ nearest_rotation(R0) + rotation_correction(R0) if link.rigid
-                  else jnp.zeros((3, 3), Q0.dtype))
-            pose[link.child[0]], change[link.child[0]] = (phi0, R0), (x[-3:], dR)
-            continue
-        a, b = (link.parent, link.child) if link.parent_is_a else (link.child, link.parent)
-        (pa, Ra), (pb, Rb) = _frame(Q0, a), _frame(Q0, b)
-        X = Ra.T @ Rb
-        R_rel = nearest_rotation(X)  # round-off of the parent must not pile up down the tree
-        p_rel = Ra.T @ (pb + Rb @ p["at_b"] - pa - Ra @ p["at_a"])  # the joint's offset x_B − x_A in a
-        ka, kb, _ = link.dof
-        slides = jnp.cross(p["slide_u"], p["slide_w"]).T  # (3, k_s) slide directions in a
-        dp_rel = slides @ x[ka + kb:] - p["fixed"] @ p_rel  # slide, and the fixed components back to 0
-        if link.rigid:
-            A, B = p["rot_a"].T @ x[:ka], p["rot_b"].T @ x[ka:ka + kb]
-            cB = cayley_increment(B)
-            dR_rel = cayley_increment(A) @ R_rel @ (eye + cB) + R_rel @ cB + rotation_correction(X)
-        else:
-            dR_rel = jnp.zeros((3, 3), Q0.dtype)
-        R_rel1, p_rel1 = X + dR_rel, p_rel + dp_rel
-        d_phi_p, dR_p = change[link.parent[0]]
-        if link.parent_is_a:  # R_b = R_a R_rel, x_B = x_A + R_a p_rel
-            dRa, dRb = dR_p, (Ra @ dR_rel + dR_p @ R_rel1 if link.rigid else jnp.zeros((3, 3), Q0.dtype))
-            dx_b = d_phi_p + dRa @ p["at_a"] + dRa @ p_rel1 + Ra @ dp_rel
-            dR_child, d_phi_child = dRb, dx_b - dRb @ p["at_b"]
-        else:  # R_a = R_b R_relᵀ, x_A = x_B − R_a p_rel
-            dRb, dRa = dR_p, (Rb @ dR_rel.T + dR_p @ R_rel1.T if link.rigid else jnp.zeros((3, 3), Q0.dtype))
-            dx_a = d_phi_p + dRb @ p["at_b"] - dRa @ p_rel1 - Ra @ dp_rel
-            dR_child, d_phi_child = dRa, dx_a - dRa @ p["at_a"]
-        change[link.child[0]] = (d_phi_child, dR_child)
-    for link in tree.links:
-        d_phi, dR = change[link.child[0]]
-        dQ = dQ.at[link.child[0]].set(d_phi)
-        if link.rigid:
-            dQ = dQ.at[jnp.asarray(link.child[1:])].set(dR.T)
-    return dQ.ravel()
+    q_n are closed instead of carried on. Each link's change is an affine map of its parent's
+    (:func:`_link_change`), composed down the tree by :func:`down_the_tree`."""
+    top = topology(tree.links, tree.n_blocks)
+    if not len(top.child):
+        return jnp.zeros(tree.n_blocks * 3, Q0.dtype)
+    x = jnp.concatenate([u, jnp.zeros(1, u.dtype)])
+    (pa, Ra), (pb, Rb) = _frames(Q0, top.frame_a), _frames(Q0, top.frame_b)
+    maps = jax.vmap(_link_change)(top.parent_is_a, top.rigid, pa, Ra, pb, Rb, tree.params,
+                                  x[top.rot_a], x[top.rot_b], x[top.slide])
+    eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros((3, 3), Q0.dtype)
+    _, dR, _, d_phi = down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
+    rigid = top.child[:, 1:]
+    dQ = jnp.zeros((tree.n_blocks, 3), Q0.dtype).at[top.child[:, 0]].set(d_phi[:-1], mode="drop")
+    return dQ.at[rigid].set(jnp.swapaxes(dR[:-1], -1, -2), mode="drop").ravel()
 
 
 def configure(tree: Tree, Q0, u):

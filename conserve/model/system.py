@@ -24,7 +24,7 @@ from .rotors import Rotor
 from .coordinates import CoordinateElement
 from .elements import ConstraintKind, Element, LoadKind, PotentialKind
 from .terms import ROUNDOFF, stack_terms
-from .tree import Tree, spanning_tree
+from .tree import Tree, link_geometry, spanning_tree
 
 #: Largest accepted initial constraint residual |g_i| is POSITION_TOL + ROUNDOFF · m_i (m for
 #: joints, 1 for director constraints), with m_i the size of the terms of the equation (|x_a| +
@@ -212,7 +212,7 @@ class System:
         # (ropes on hybrid winches, coordinate relations, user constraints: keep multipliers)
         role = ["tree" if layout.constraint_rows[i][0] in tree_owners else "loop" if k.of_coordinates_alone else "cut"
                 for i, k in zip(keep, model.row_kinds)]
-        tree = Tree(tuple({k: jnp.asarray(v) for k, v in p.items()} for p in tree_params), links,
+        tree = Tree({k: jnp.asarray(v) for k, v in link_geometry(links, tree_params).items()}, links,
                     *(tuple(k for k, r in enumerate(role) if r == which) for which in ("tree", "loop", "cut")),
                     layout.n_blocks)
         return Assembly(replace(model, tree=tree), layout, state)

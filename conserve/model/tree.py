@@ -57,9 +57,9 @@ class Link:
          meta_fields=["links", "tree_rows", "loop_rows", "cut_rows", "n_blocks"])
 @dataclass(frozen=True)
 class Tree:
-    """The spanning tree: ``links`` (static, tree order), per link its geometry ``params``
-    (at_a, at_b (3,), rot_a (k_a, 3), rot_b (k_b, 3), slide_u, slide_w (k_s, 3) body vectors),
-    and the roles of the kept constraint rows, as indices into the step's multiplier vector:
+    """The spanning tree: ``links`` (static, tree order), the links' geometry ``params`` stacked
+    over the links (:func:`link_geometry`), and the roles of the kept constraint rows, as indices
+    into the step's multiplier vector:
     ``tree_rows`` (satisfied by construction), ``loop_rows`` (cut joints: loop coordinates) and
     ``cut_rows`` (multipliers kept)."""
 
@@ -139,6 +139,29 @@ def spanning_tree(parts, elements, layout):
                 frontier.append(key(child))
     owners = {p.name for p in parts if isinstance(p, RigidBody)} | {j.name for j in used}
     return tuple(links), tuple(params), owners
+
+
+def link_geometry(links, params):
+    """The links' geometry stacked (L, ...) in one padded form, so the tree's kinematics is one
+    vectorised map over the links (:mod:`conserve.backends.null_space`): joint points at_a, at_b
+    (L, 3) in a's and b's axes; rotation axes rot_a, rot_b (L, 3, 3) and slide vector pairs
+    slide_u, slide_w (L, 3, 3), their rows past the link's own (k_a, k_b, k_s) zero; fixed
+    (L, 3, 3) = I − P (:func:`_fixed_offsets`). A root is a free joint to the ground: its rotations
+    about the inertial axes (none for a point mass), its slides along them (u × w = e_k), nothing fixed."""
+    eye, zero = np.eye(3), np.zeros((3, 3))
+    rows = {k: [] for k in ("at_a", "at_b", "rot_a", "rot_b", "slide_u", "slide_w", "fixed")}
+    for link, p in zip(links, params):
+        ka, kb, ks = link.dof
+        if link.kind == "root":
+            p = {"at_a": np.zeros(3), "at_b": np.zeros(3), "rot_a": eye[:ka], "rot_b": zero[:0],
+                 "slide_u": eye[[1, 2, 0]], "slide_w": eye[[2, 0, 1]], "fixed": zero}
+        padded = lambda m, k: np.vstack([np.asarray(m, float).reshape(-1, 3)[:k], np.zeros((3 - k, 3))])  # noqa: E731
+        for key, k in (("rot_a", ka), ("rot_b", kb), ("slide_u", ks), ("slide_w", ks)):
+            rows[key].append(padded(p[key], k))
+        for key in ("at_a", "at_b", "fixed"):
+            rows[key].append(np.asarray(p[key], float))
+    return {k: np.stack(v) if v else np.zeros((0, 3) if k in ("at_a", "at_b") else (0, 3, 3))
+            for k, v in rows.items()}
 
 
 def _fixed_offsets(motion):
