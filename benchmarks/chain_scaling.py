@@ -16,8 +16,8 @@ gravity; Δt = 1e-3 s, ``--steps`` steps.
 * conserve: compile time from a first one-step call; time per step = ``sol.stats['time_per_step']``
   of the following ``--steps`` runs, best of ``--repeats`` (3). The ode backend (DOP853, rtol
   1e-10) is timed per output interval of Δt, so its per-step numbers compare work for the same
-  nodes, not the same accuracy. ``--reduced-max N`` skips the reduced backend above N links (its compile time grows
-  steeply with N); by default every size runs it. ``--dense-max`` (32) skips the dense director
+  nodes, not the same accuracy. ``--reduced-max N`` skips the reduced backend above N links (its step is a
+  dense O(N³) solve); by default every size runs it. ``--dense-max`` (32) skips the dense director
   above that N (O(n³) per step).
 * Exudyn (optional, ``pip install -e '.[bench]'``), modelled as in benchmarks/heavy_top.py: every
   bar an ObjectRigidBody with an Euler-parameter node at its centre of mass, built from the mass,

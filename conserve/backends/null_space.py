@@ -7,8 +7,8 @@ Two pure functions of the tree, each a vectorised map over the links composed do
 by pointer jumping (:func:`down_the_tree`), so their compiled size does not grow with the tree:
 
 - :func:`velocities`: ν ↦ q̇ = H2(q) ν, the null-space map built from the joints' velocity
-  relations (Thompson's H_a q̇ = H_b ν solved joint by joint down the tree, no SVD). Every body
-  moves rigidly, ḋ_i = ω × d_i, and every tree joint's relation annihilates its own rows of G
+  relations (Thompson's H_a q̇ = H_b ν: each joint's child twist an affine map of its parent's,
+  no SVD). Every body moves rigidly, ḋ_i = ω × d_i, and every tree joint's relation annihilates its own rows of G
   at any configuration, so at q_{n+½} the columns of H2 span the null space of Ḡ exactly.
 - :func:`increments`: Δq = F(q_n, u) − q_n, the finite update by minimal increments u: a root
   turns by cay(u_ω) and shifts by u_x; a child's relative rotation R_rel = R_aᵀ R_b turns by
@@ -61,10 +61,10 @@ def topology(links: tuple, n_blocks: int) -> Topology:
     link_of = {link.child[0]: k for k, link in enumerate(links)}
     parent = np.array([link_of[link.parent[0]] if link.kind == "joint" and link.parent[0] in link_of else L
                        for link in links] + [L], np.int64)
-    parents = [link.parent if link.kind == "joint" else ground for link in links]
+    parent_frames = [link.parent if link.kind == "joint" else ground for link in links]
     pia = np.array([link.parent_is_a for link in links], bool)
     child = np.array([link.child for link in links], np.int64).reshape(L, 4)
-    up = np.array(parents, np.int64).reshape(L, 4)
+    up = np.array(parent_frames, np.int64).reshape(L, 4)
     sentinel = sum(link.n_dof for link in links)
     index = np.full((L, 3, 3), sentinel, np.int64)  # (rot_a, rot_b, slide) per link
     i = 0
@@ -133,10 +133,9 @@ def velocities(tree: Tree, Q, nu):
             jnp.where(pia, slide - jnp.cross(rot, arm_b), jnp.cross(rot, gap + arm_a) - slide))
     zero = jnp.zeros(3, Q.dtype)
     w, _, v = down_the_tree(top.parent, _with_identity((zero, zero, zero), maps), _twist_compose)
-    rigid = top.child[:, 1:]
+    at_d = top.child[:, 1:]  # a point mass's director blocks are the ground's: dropped
     qdot = jnp.zeros((tree.n_blocks, 3), Q.dtype).at[top.child[:, 0]].set(v[:-1], mode="drop")
-    directors = jnp.cross(w[:-1, None, :], Q[rigid])  # a point mass's "directors" are the ground's: dropped
-    return qdot.at[rigid].set(directors, mode="drop").ravel()
+    return qdot.at[at_d].set(jnp.cross(w[:-1, None, :], Q[at_d]), mode="drop").ravel()
 
 
 def _change_compose(upper, lower):
@@ -189,7 +188,7 @@ def increments(tree: Tree, Q0, u):
     the nearest one, so round-off does not pile up down the tree) and a joint's offset is reset to
     its slides (the components the joint fixes are put back to zero), so the round-off gaps of
     q_n are closed instead of carried on. Each link's change is an affine map of its parent's
-    (:func:`_link_change`), composed down the tree by :func:`down_the_tree`."""
+    (``_link_change``), composed down the tree by :func:`down_the_tree`."""
     top = topology(tree.links, tree.n_blocks)
     if not len(top.child):
         return jnp.zeros(tree.n_blocks * 3, Q0.dtype)
@@ -199,9 +198,9 @@ def increments(tree: Tree, Q0, u):
                                   x[top.rot_a], x[top.rot_b], x[top.slide])
     eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros((3, 3), Q0.dtype)
     _, dR, _, d_phi = down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
-    rigid = top.child[:, 1:]
+    at_d = top.child[:, 1:]  # a point mass's director blocks are the ground's: dropped
     dQ = jnp.zeros((tree.n_blocks, 3), Q0.dtype).at[top.child[:, 0]].set(d_phi[:-1], mode="drop")
-    return dQ.at[rigid].set(jnp.swapaxes(dR[:-1], -1, -2), mode="drop").ravel()
+    return dQ.at[at_d].set(jnp.swapaxes(dR[:-1], -1, -2), mode="drop").ravel()
 
 
 def configure(tree: Tree, Q0, u):

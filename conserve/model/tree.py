@@ -146,7 +146,7 @@ def link_geometry(links, params):
     vectorised map over the links (:mod:`conserve.backends.null_space`): joint points at_a, at_b
     (L, 3) in a's and b's axes; rotation axes rot_a, rot_b (L, 3, 3) and slide vector pairs
     slide_u, slide_w (L, 3, 3), their rows past the link's own (k_a, k_b, k_s) zero; fixed
-    (L, 3, 3) = I − P (:func:`_fixed_offsets`). A root is a free joint to the ground: its rotations
+    (L, 3, 3) = I − P, P the projection onto the slide directions. A root is a free joint to the ground: its rotations
     about the inertial axes (none for a point mass), its slides along them (u × w = e_k), nothing fixed."""
     eye, zero = np.eye(3), np.zeros((3, 3))
     rows = {k: [] for k in ("at_a", "at_b", "rot_a", "rot_b", "slide_u", "slide_w", "fixed")}
