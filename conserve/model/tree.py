@@ -146,16 +146,20 @@ def link_geometry(links, params):
     vectorised map over the links (:mod:`conserve.backends.null_space`): joint points at_a, at_b
     (L, 3) in a's and b's axes; rotation axes rot_a, rot_b (L, 3, 3) and slide vector pairs
     slide_u, slide_w (L, 3, 3), their rows past the link's own (k_a, k_b, k_s) zero; fixed
-    (L, 3, 3) = I − P, P the projection onto the slide directions. A root is a free joint to the ground: its rotations
-    about the inertial axes (none for a point mass), its slides along them (u × w = e_k), nothing fixed."""
+    (L, 3, 3) = I − P, P the projection onto the slide directions. A root is a free joint to the
+    ground: its rotations about the inertial axes (none for a point mass), its slides along them
+    (u × w = e_k), nothing fixed."""
     eye, zero = np.eye(3), np.zeros((3, 3))
     rows = {k: [] for k in ("at_a", "at_b", "rot_a", "rot_b", "slide_u", "slide_w", "fixed")}
+
+    def padded(m, k):  # the first k rows of m (., 3), zero rows up to 3
+        return np.vstack([np.asarray(m, float).reshape(-1, 3)[:k], np.zeros((3 - k, 3))])
+
     for link, p in zip(links, params):
         ka, kb, ks = link.dof
         if link.kind == "root":
             p = {"at_a": np.zeros(3), "at_b": np.zeros(3), "rot_a": eye[:ka], "rot_b": zero[:0],
                  "slide_u": eye[[1, 2, 0]], "slide_w": eye[[2, 0, 1]], "fixed": zero}
-        padded = lambda m, k: np.vstack([np.asarray(m, float).reshape(-1, 3)[:k], np.zeros((3 - k, 3))])  # noqa: E731
         for key, k in (("rot_a", ka), ("rot_b", kb), ("slide_u", ks), ("slide_w", ks)):
             rows[key].append(padded(p[key], k))
         for key in ("at_a", "at_b", "fixed"):
