@@ -71,15 +71,16 @@ class Newton:
 #: correction that shrinks less means the factors no longer fit, and Newton takes over.
 CHORD_CONTRACTION = 0.1
 
-#: With factors of an earlier step, a chord correction δ_k is accepted only when it is below the
-#: tolerance and the error it leaves, ρ/(1 − ρ) ‖δ_k‖ at the observed rate ρ = ‖δ_k‖ / ‖δ_{k−1}‖
-#: (scaled as the tolerance), is at round-off: ~10 ulp of an O(1) unknown. A Newton step accepted
-#: at the tolerance leaves O(tol²), far below, and the energy balance, whose error is the
-#: residual over h/2, is correspondingly sharper: measured on an N-link chain at Δt = 1e-3, relative
-#: energy errors over 200 steps of 9e-14 (N = 4) … 5e-15 (N = 32) with reused factors against
-#: 4e-16 … 1e-15 without. A stricter bound costs the reuse its gain (1e-16: the 32-link chain's
-#: step 0.86 → 1.60 ms, slower than no reuse, 1.47 ms; 1e-18: energy at round-off, 1.70 ms).
-STALE_ERROR = 1e-15
+#: A chord correction δ_k (with this solve's factors or an earlier step's) is accepted only when
+#: it is below the tolerance and the error it leaves, ρ/(1 − ρ) ‖δ_k‖ at the observed rate
+#: ρ = ‖δ_k‖ / ‖δ_{k−1}‖ (scaled as the tolerance), is below the round-off of an O(1) unknown.
+#: A larger leftover is not random: the chord iteration leaves it with the same sign step after
+#: step, and the energy drifts. Measured with 1e-15 (and chords with this solve's factors accepted
+#: at the tolerance): the heavy top at Δt = 5e-4 drifted 1.1e-11 over 20 s (4e4 steps, now
+#: 2.9e-14, one more chord per step) and a 4-link chain with reused factors 7.6e-13 over 2e4
+#: steps (now 6.2e-14; without reuse 1.1e-15). A Newton step accepted at the tolerance leaves
+#: O(tol²), far below.
+CHORD_ERROR = 1e-17
 
 
 class NewtonMemory(NamedTuple):
@@ -109,12 +110,10 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     With a ``memory`` of an earlier solve (the last step's; simplified Newton across steps,
     Hairer and Wanner, Solving ODEs II, §IV.8) its factors start the iteration: the first
     correction is their chord, later ones too while they contract by ``CHORD_CONTRACTION`` and
-    enough iterations remain; such a chord is accepted only when the error it leaves,
-    ρ/(1 − ρ)‖δ‖, is at round-off (``STALE_ERROR``): converged to round-off, though not to the
-    O(tol²) of a Newton step, so the energy balance holds to ~1e-14 rather than ~1e-15 relative
-    (see ``STALE_ERROR``). A fresh Jacobian is formed only when they stop
-    contracting (a 32-link chain: 1.47 → 0.87 ms per step with 4.5 instead of 3.0 residuals; the
-    heavy top, whose Jacobian is cheap: 49 → 46 µs with 5.5).
+    enough iterations remain; like every chord it is accepted only when the error it leaves,
+    ρ/(1 − ρ)‖δ‖, is below round-off (``CHORD_ERROR``), so that the energy balance does not
+    drift. A fresh Jacobian is formed only when they stop
+    contracting (a 32-link chain: 2.4 → 1.6 ms per step with 5.0 instead of 3.9 residuals).
 
     Parameters
     ----------
@@ -185,9 +184,9 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory):
         chord_size = scaled(chord, x + chord)
         rate = chord_size / last_dx  # 0 at k = 0
         small = have & (k > 0) & (chord_size <= options.tol)
-        # this solve's factors: Newton converged quadratically, the chord is accepted when small;
-        # earlier factors: only when what it leaves, ρ/(1 − ρ)|δ|, is at round-off too
-        chord_ok = small & (fresh | ((rate < 1.0) & (rate / (1.0 - rate) * chord_size <= STALE_ERROR)))
+        # a chord (this solve's factors or earlier ones) is accepted when it is small and what it
+        # leaves, ρ/(1 − ρ)|δ|, is below round-off (else it would bias the energy step after step)
+        chord_ok = small & (rate < 1.0) & (rate / (1.0 - rate) * chord_size <= CHORD_ERROR)
         # a chord correction that contracts fast enough is as good as a Newton one and saves the
         # Jacobian: with this solve's factors, if the next chord will be small enough to accept;
         # with earlier factors, the first chord, and then while they contract by CHORD_CONTRACTION
