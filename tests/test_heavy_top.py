@@ -58,3 +58,11 @@ def test_steady_precession_converges_with_order_two():
         assert abs(fitted_order(dts, err) - 2.0) <= 0.1
         ratios = np.array(err[:-1]) / np.array(err[1:])
         assert np.all(np.abs(ratios - 4.0) <= 0.3), ratios
+
+
+def test_no_energy_drift_from_accepted_chords():
+    """4·10⁴ steps at Δt = 5e-4, where every step ends on a chord correction: its leftover error
+    must be below round-off, else it has the same sign step after step and the energy drifts
+    (accepted at the tolerance it drifted 1.1e-11 over these 20 s; measured now 2.9e-14)."""
+    sol = cs.simulate(TOP.system(), t_end=20.0, dt=5e-4)
+    assert relative_drift(sol.energy.total) <= 1e-13
