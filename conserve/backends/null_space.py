@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..kinematics.rotations import cayley_increment, nearest_rotation, rotation_correction
+from ..kinematics.rotations import cayley_increment, rotation_correction
 from ..model.tree import Tree
 
 
@@ -162,12 +162,13 @@ def _link_change(pia, rigid, pa, Ra, pb, Rb, P, xa, xb, xs):
     left its constraints by 1e-7 in 8 steps)."""
     eye = jnp.eye(3, dtype=Ra.dtype)
     X = Ra.T @ Rb
-    R_rel = nearest_rotation(X)  # round-off of the parent must not pile up down the tree
+    correction = rotation_correction(X)
+    R_rel = X + correction  # the nearest rotation: round-off must not pile up down the tree
     d = pb + Rb @ P["at_b"] - pa - Ra @ P["at_a"]
     p_rel = Ra.T @ d
     dp_rel = xs @ jnp.cross(P["slide_u"], P["slide_w"]) - P["fixed"] @ p_rel
     cB = cayley_increment(P["rot_b"].T @ xb)
-    dR_rel = cayley_increment(P["rot_a"].T @ xa) @ R_rel @ (eye + cB) + R_rel @ cB + rotation_correction(X)
+    dR_rel = cayley_increment(P["rot_a"].T @ xa) @ R_rel @ (eye + cB) + R_rel @ cB + correction
     R_rel1, p_rel1 = X + dR_rel, p_rel + dp_rel
     K = jnp.where(pia, Ra @ dR_rel + (Ra @ X - Rb), Rb @ dR_rel.T + (Rb @ X.T - Ra))
     K = jnp.where(rigid, K, 0.0)  # a point mass has no rotation

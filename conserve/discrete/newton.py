@@ -98,10 +98,11 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
 
     Each iteration evaluates the residual r(x) and first tries the chord correction
     δ = −J_old⁻¹ r with the last factors (a back-substitution): if it is below the tolerance
-    (see :class:`Newton`) the step is accepted with it, which saves the Jacobian that a plain
-    "last correction is small" test spends only to confirm convergence; if it is not yet below the
-    tolerance but shrinks fast enough for the next one to be (at the observed rate δ_k/δ_{k−1},
-    which must also be at most ``CHORD_CONTRACTION``), it is taken as the next iterate: a
+    (see :class:`Newton`) and the error it leaves, ρ/(1 − ρ)‖δ‖ at the observed rate
+    ρ = δ_k/δ_{k−1}, is below round-off (``CHORD_ERROR``), the step is accepted with it, which
+    saves the Jacobian that a plain "last correction is small" test spends only to confirm
+    convergence; if it shrinks fast enough for the next one to be below the tolerance (ρ at most
+    ``CHORD_CONTRACTION``), it is taken as the next iterate: a
     simplified Newton step that costs no more iterations than a Newton step and saves its
     Jacobian (after a Newton correction the chord is typically ~1e-6 times it). Otherwise a full
     Newton correction with a fresh Jacobian follows (and is itself accepted if small, or at the
