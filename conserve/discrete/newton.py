@@ -72,14 +72,16 @@ class Newton:
 CHORD_CONTRACTION = 0.1
 
 #: A chord correction δ_k (with this solve's factors or an earlier step's) is accepted only when
-#: it is below the tolerance and the error it leaves, ρ/(1 − ρ) ‖δ_k‖ at the observed rate
-#: ρ = ‖δ_k‖ / ‖δ_{k−1}‖ (scaled as the tolerance), is below the round-off of an O(1) unknown.
-#: A larger leftover is not random: the chord iteration leaves it with the same sign step after
-#: step, and the energy drifts. Measured with 1e-15 (and chords with this solve's factors accepted
-#: at the tolerance): the heavy top at Δt = 5e-4 drifted 1.1e-11 over 20 s (4e4 steps, now
-#: 2.9e-14, one more chord per step) and a 4-link chain with reused factors 7.6e-13 over 2e4
-#: steps (now 6.2e-14; without reuse 1.1e-15). A Newton step accepted at the tolerance leaves
-#: O(tol²), far below.
+#: it is below the tolerance and the error it leaves is below the round-off of an O(1) unknown:
+#: ρ/(1 − ρ)·min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖) with ρ = min(ρ_k, ρ_{k−1}), the rates ρ_k = ‖δ_k‖/‖δ_{k−1}‖
+#: (scaled as the tolerance). The minima discount round-off: near convergence a correction is
+#: noise of the residual's round-off, which inflates its size and its rate although the error left
+#: is a fraction ρ of the last clean correction's. A larger leftover is not random: the chord
+#: iteration leaves it with the same sign step after step, and the energy drifts, in proportion to
+#: this bound (a 4-link chain with reused factors, 4·10⁴ steps: 1.2e-13 with 1e-17, 1.8e-14 with
+#: 1e-19, 1.5e-15 — no drift — with 1e-21 or without reuse; 1e-15 drifted 7.6e-13 in 2·10⁴ steps).
+#: 1e-17 trades ~3e-18 relative per step for chords that end most steps without a Jacobian (a
+#: 32-link chain: 0.73 ms per step; 1.7 ms with 1e-21, 1.4 ms without reuse).
 CHORD_ERROR = 1e-17
 
 
@@ -98,23 +100,23 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
 
     Each iteration evaluates the residual r(x) and first tries the chord correction
     δ = −J_old⁻¹ r with the last factors (a back-substitution): if it is below the tolerance
-    (see :class:`Newton`) and the error it leaves, ρ/(1 − ρ)‖δ‖ at the observed rate
-    ρ = δ_k/δ_{k−1}, is below round-off (``CHORD_ERROR``), the step is accepted with it, which
-    saves the Jacobian that a plain "last correction is small" test spends only to confirm
-    convergence; if it shrinks fast enough for the next one to be below the tolerance (ρ at most
-    ``CHORD_CONTRACTION``), it is taken as the next iterate: a
-    simplified Newton step that costs no more iterations than a Newton step and saves its
-    Jacobian (after a Newton correction the chord is typically ~1e-6 times it). Otherwise a full
-    Newton correction with a fresh Jacobian follows (and is itself accepted if small, or at the
-    round-off floor).
+    (see :class:`Newton`) and the error it leaves is below round-off (``CHORD_ERROR``: the
+    observed rate ρ = ‖δ_k‖/‖δ_{k−1}‖ times the correction, both discounted for the round-off
+    noise of the residual), the step is accepted with it, which saves the Jacobian that a plain
+    "last correction is small" test spends only to confirm convergence; if it shrinks fast enough
+    for the next one to be below the tolerance (ρ at most ``CHORD_CONTRACTION``), it is taken as
+    the next iterate: a simplified Newton step that costs no more iterations than a Newton step
+    and saves its Jacobian (after a Newton correction the chord is typically ~1e-6 times it).
+    Otherwise a full Newton correction with a fresh Jacobian follows (and is itself accepted if
+    small, or at the round-off floor).
 
     With a ``memory`` of an earlier solve (the last step's; simplified Newton across steps,
     Hairer and Wanner, Solving ODEs II, §IV.8) its factors start the iteration: the first
     correction is their chord, later ones too while they contract by ``CHORD_CONTRACTION`` and
-    enough iterations remain; like every chord it is accepted only when the error it leaves,
-    ρ/(1 − ρ)‖δ‖, is below round-off (``CHORD_ERROR``), so that the energy balance does not
-    drift. A fresh Jacobian is formed only when they stop
-    contracting (a 32-link chain: 2.4 → 1.6 ms per step with 5.0 instead of 3.9 residuals).
+    enough iterations remain (a chord that fails to shrink the residual tenfold is undone, unless
+    it was below the tolerance); like every chord it is accepted only below ``CHORD_ERROR``. A
+    fresh Jacobian is formed only when they stop contracting (a 32-link chain: 1.4 → 0.73 ms per
+    step, at a relative energy drift of ~3e-18 per step, see ``CHORD_ERROR``).
 
     Parameters
     ----------
@@ -171,23 +173,27 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory):
         return jnp.max(jnp.abs(dx) / weights(x_new))
 
     def body(carry):
-        x, factors, have, fresh, k, _, history, last_dx, x_back, r_back = carry
+        x, factors, have, fresh, k, _, history, last_dx, last_rate, x_back, r_back = carry
         r = residual(x)
         r_norm = jnp.max(jnp.abs(r))
         history = history.at[k].set(r_norm)
         # a chord with earlier factors that did not shrink the residual by CHORD_CONTRACTION is
         # undone (they no longer fit: e.g. a fast spin turned the directors far), and Newton
-        # starts from where it was taken
-        back = (~fresh) & (k > 0) & ~(r_norm <= CHORD_CONTRACTION * jnp.max(jnp.abs(r_back)))
+        # starts from where it was taken; not one below the tolerance (the residual was at its
+        # round-off and could not shrink)
+        back = ((~fresh) & (k > 0) & (last_dx > options.tol)
+                & ~(r_norm <= CHORD_CONTRACTION * jnp.max(jnp.abs(r_back))))
         x, r, have = jnp.where(back, x_back, x), jnp.where(back, r_back, r), have & ~back
         # the chord correction with the last factors (of this solve, or carried from an earlier one)
         chord = jax.lax.cond(have, lambda: linear.solve(factors, -r), lambda: jnp.zeros_like(r))
         chord_size = scaled(chord, x + chord)
-        rate = chord_size / last_dx  # 0 at k = 0
+        rate = chord_size / last_dx  # 0 at k = 0; last_rate: the previous chord's (∞ if none or after Newton)
         small = have & (k > 0) & (chord_size <= options.tol)
-        # a chord (this solve's factors or earlier ones) is accepted when it is small and what it
-        # leaves, ρ/(1 − ρ)|δ|, is below round-off (else it would bias the energy step after step)
-        chord_ok = small & (rate < 1.0) & (rate / (1.0 - rate) * chord_size <= CHORD_ERROR)
+        # a chord (this solve's factors or earlier ones) is accepted when it is small and the error
+        # it leaves is below round-off (CHORD_ERROR: else it biases the energy step after step)
+        rho = jnp.minimum(rate, last_rate)
+        leftover = rho / (1.0 - rho) * jnp.minimum(chord_size, last_rate * last_dx)
+        chord_ok = small & (rho < 1.0) & (leftover <= CHORD_ERROR)
         # a chord correction that contracts fast enough is as good as a Newton one and saves the
         # Jacobian: with this solve's factors, if the next chord will be small enough to accept;
         # with earlier factors, the first chord, and then while they contract by CHORD_CONTRACTION
@@ -208,12 +214,14 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory):
             floor = stalled & jax.lax.cond(
                 stalled, lambda: jnp.all(jnp.abs(r) <= ROUNDOFF * (size + linear.abs_times(J, weights(x)))),
                 lambda: jnp.bool_(False))
-            return x + dx, new_factors, jnp.bool_(True), small | floor, dx_size
+            return x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, jnp.asarray(jnp.inf, x.dtype)
 
-        x_new, factors, fresh, done, last_dx = jax.lax.cond(
-            chord_ok | contracting, lambda _: (x + chord, factors, fresh, chord_ok, chord_size), newton, None)
+        chord_rate = jnp.where(k > 0, rate, jnp.inf)
+        x_new, factors, fresh, done, last_dx, last_rate = jax.lax.cond(
+            chord_ok | contracting, lambda _: (x + chord, factors, fresh, chord_ok, chord_size, chord_rate),
+            newton, None)
         return (x_new, factors, jnp.bool_(True), fresh, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx,
-                x, r)
+                last_rate, x, r)
 
     def cond(carry):
         x, k, converged = carry[0], carry[4], carry[5]
@@ -222,5 +230,6 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory):
     history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     x, factors, _, _, k, converged, history, *_ = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
-                     jnp.asarray(jnp.inf, x0.dtype), x0, jnp.zeros_like(x0)))
+                     jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(jnp.inf, x0.dtype), x0, jnp.zeros_like(x0)))
     return x, (k, converged, history, NewtonMemory(factors, converged))
+
