@@ -111,18 +111,18 @@ def block_structure(model: Model, state: State):
     block_node[loose] = len(frames) + np.arange(len(loose))
     rotor_node = block_node[np.asarray(model.rotor_params["frame"])[:, 0]] if nr else np.zeros(0, int)
     node = np.concatenate([np.repeat(block_node[:n_blocks], 3), np.full(nc, -1), rotor_node, rotor_node])
-    x0 = np.asarray(_initial_guess(model, state, jnp.zeros(nc), 1e-3))
-    rng = np.random.default_rng(0)
-    jacobians = [np.asarray(_jacobian(model, state, jnp.asarray(x0 + 1e-3 * rng.standard_normal(len(x0)))))
-                 for _ in range(2)]
-    return block_tree(jacobians, node)
+    noise = 1e-3 * np.random.default_rng(0).standard_normal((2, len(node)))
+    return block_tree(list(np.asarray(_sample_jacobians(model, state, noise))), node)
 
 
 @jax.jit
-def _jacobian(model, state, x):
-    """The step's dense Newton matrix at x for h = 1e-3 s (compiled once per model structure)."""
+def _sample_jacobians(model, state, noise):
+    """(k, n, n) the step's dense Newton matrices for h = 1e-3 s at the initial guess plus each
+    row of noise (k, n) (compiled once per model structure)."""
     nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
-    return jax.jacfwd(lambda x: _residual(model, state, jnp.float64(0.0), 1e-3, x, nq, nc, nr))(x)
+    x0 = _initial_guess(model, state, jnp.zeros(nc), 1e-3)
+    jacobian = jax.jacfwd(lambda x: _residual(model, state, jnp.float64(0.0), 1e-3, x, nq, nc, nr))
+    return jax.lax.map(lambda e: jacobian(x0 + e), noise)
 
 
 def _split(x, nq, nc, nr):
