@@ -168,7 +168,6 @@ def test_reused_factors_give_the_same_steps():
     assert np.max(reused.constraint_residual) <= 1e-10
 
 
-
 def test_reused_factors_do_not_drift_the_energy():
     """2·10⁴ steps of a 4-link chain, every step ending on a chord with reused factors: the error a
     chord leaves has one sign step after step, so it must be held below round-off (CHORD_ERROR);
@@ -176,6 +175,7 @@ def test_reused_factors_do_not_drift_the_energy():
     sol = cs.simulate(chain(4).assemble(), 20.0, 1e-3, backend=Director(reuse=True))
     E = np.asarray(sol.energy.total)
     assert np.max(np.abs(E - E[0])) <= 2e-13 * abs(E[0])
+
 
 def test_factors_that_no_longer_fit_are_dropped():
     """A free body tumbling at |ω| h = 5 turns its directors ~2 rad per step: the last step's

@@ -79,7 +79,7 @@ CHORD_CONTRACTION = 0.1
 #: is a fraction ρ of the last clean correction's. A larger leftover is not random: the chord
 #: iteration leaves it with the same sign step after step, and the energy drifts, in proportion to
 #: this bound (a 4-link chain with reused factors, 4·10⁴ steps: 1.2e-13 with 1e-17, 1.8e-14 with
-#: 1e-19, 1.5e-15 — no drift — with 1e-21 or without reuse; 1e-15 drifted 7.6e-13 in 2·10⁴ steps).
+#: 1e-19, 1.5e-15 — no drift — with 1e-21 or without reuse; with 1e-15, 4.7e-12 in 2·10⁴ steps).
 #: 1e-17 trades ~3e-18 relative per step for chords that end most steps without a Jacobian (a
 #: 32-link chain: 0.73 ms per step; 1.7 ms with 1e-21, 1.4 ms without reuse).
 CHORD_ERROR = 1e-17
@@ -232,4 +232,3 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory):
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
                      jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(jnp.inf, x0.dtype), x0, jnp.zeros_like(x0)))
     return x, (k, converged, history, NewtonMemory(factors, converged))
-
