@@ -133,9 +133,14 @@ def velocities(tree: Tree, Q, nu):
             jnp.where(pia, slide - jnp.cross(rot, arm_b), jnp.cross(rot, gap + arm_a) - slide))
     zero = jnp.zeros(3, Q.dtype)
     w, _, v = down_the_tree(top.parent, _with_identity((zero, zero, zero), maps), _twist_compose)
-    at_d = top.child[:, 1:]  # a point mass's director blocks are the ground's: dropped
-    qdot = jnp.zeros((tree.n_blocks, 3), Q.dtype).at[top.child[:, 0]].set(v[:-1], mode="drop")
-    return qdot.at[at_d].set(jnp.cross(w[:-1, None, :], Q[at_d]), mode="drop").ravel()
+    return _to_blocks(top, tree.n_blocks, v[:-1], jnp.cross(w[:-1, None, :], Q[top.child[:, 1:]]))
+
+
+def _to_blocks(top: Topology, n_blocks, positions, directors):
+    """(n_blocks · 3,) the links' child blocks set to positions (L, 3) and directors (L, 3, 3),
+    zero elsewhere (a point mass's director blocks are the ground's: dropped)."""
+    blocks = jnp.zeros((n_blocks, 3), positions.dtype).at[top.child[:, 0]].set(positions, mode="drop")
+    return blocks.at[top.child[:, 1:]].set(directors, mode="drop").ravel()
 
 
 def _change_compose(upper, lower):
@@ -199,9 +204,7 @@ def increments(tree: Tree, Q0, u):
                                   x[top.rot_a], x[top.rot_b], x[top.slide])
     eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros((3, 3), Q0.dtype)
     _, dR, _, d_phi = down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
-    at_d = top.child[:, 1:]  # a point mass's director blocks are the ground's: dropped
-    dQ = jnp.zeros((tree.n_blocks, 3), Q0.dtype).at[top.child[:, 0]].set(d_phi[:-1], mode="drop")
-    return dQ.at[at_d].set(jnp.swapaxes(dR[:-1], -1, -2), mode="drop").ravel()
+    return _to_blocks(top, tree.n_blocks, d_phi[:-1], jnp.swapaxes(dR[:-1], -1, -2))
 
 
 def configure(tree: Tree, Q0, u):

@@ -146,15 +146,10 @@ def cayley_increment(x):
     return (4.0 / (4.0 + jnp.sum(x * x, axis=-1)))[..., None, None] * (X + 0.5 * X @ X)
 
 
-def nearest_rotation(X):
-    """The rotation nearest to X (3, 3), for X within round-off of one: one Newton step of the
-    polar decomposition, X ← ½ (X + X⁻ᵀ), which removes a symmetric error S of X = (I + S) R
-    to O(|S|²). Keeps chained products of rotations from accumulating round-off."""
-    return X + rotation_correction(X)
-
-
 def rotation_correction(X):
-    """N(X) − X = ½ (X⁻ᵀ − X) (3, 3): the step of :func:`nearest_rotation`, a round-off-sized
-    matrix computed without cancelling X."""
+    """N(X) − X = ½ (X⁻ᵀ − X) (3, 3), for X within round-off of a rotation: N(X) = ½ (X + X⁻ᵀ) is
+    one Newton step of the polar decomposition towards the nearest rotation, which removes a
+    symmetric error S of X = (I + S) R to O(|S|²) (keeps chained products of rotations from
+    accumulating round-off); the correction is computed without cancelling X."""
     cof = jnp.stack([jnp.cross(X[1], X[2]), jnp.cross(X[2], X[0]), jnp.cross(X[0], X[1])])
     return 0.5 * (cof / jnp.dot(X[0], cof[0]) - X)
