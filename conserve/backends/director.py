@@ -6,6 +6,7 @@ Betsch and Steinmann 2002; hybrid rotors after Becker, Betsch, Franke and Sieber
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -46,23 +47,12 @@ class Director(StepBackend):
     name = "director"
 
     def __post_init__(self):
-        if not (self.linear in ("auto", "dense", "tree") or isinstance(self.linear, (Dense, BlockTree))):
-            raise ValueError(f"Director: linear must be 'auto', 'dense' or 'tree', got {self.linear!r}.")
-        if self.reuse not in ("auto", True, False):
-            raise ValueError(f"Director: reuse must be True, False or 'auto', got {self.reuse!r}.")
+        _check_options(self)
 
     def prepare(self, model: Model, state: State) -> Director:
         if not isinstance(self.linear, str):
             return self
-        if self.linear == "dense":
-            return replace(self, linear=Dense())
-        tree = block_structure(model, state)
-        if tree is None and self.linear == "tree":
-            raise ValueError("Director(linear='tree'): the model's couplings are not a tree of bodies (a kinematic "
-                             "loop, or an element joining more than two bodies or distant ones); use 'auto' or "
-                             "'dense'.")
-        small = tree is None or (self.linear == "auto" and tree.n_nodes < TREE_MIN_NODES)
-        return replace(self, linear=Dense() if small else tree)
+        return replace(self, linear=linear_solver(self, model, state))
 
     def init(self, model: Model, state: State) -> Carry:
         """The carry at t0: the state, zero multipliers and, when factors are reused, a Newton
@@ -87,6 +77,15 @@ class Director(StepBackend):
         return unknowns(model)
 
 
+def _check_options(backend):
+    """A clear error for ``linear`` and ``reuse`` options a backend does not know."""
+    kind = type(backend).__name__
+    if not (backend.linear in ("auto", "dense", "tree") or isinstance(backend.linear, (Dense, BlockTree))):
+        raise ValueError(f"{kind}: linear must be 'auto', 'dense' or 'tree', got {backend.linear!r}.")
+    if backend.reuse not in ("auto", True, False):
+        raise ValueError(f"{kind}: reuse must be True, False or 'auto', got {backend.reuse!r}.")
+
+
 def unknowns(model: Model) -> int:
     """Newton unknowns per step: coordinates, kept multipliers, 2 per hybrid rotor."""
     return model.n_coordinates + model.n_constraints + 2 * model.n_rotors
@@ -94,6 +93,20 @@ def unknowns(model: Model) -> int:
 
 #: "auto" eliminates along the tree from this many nodes (bodies) on; below, one dense LU is cheaper.
 TREE_MIN_NODES = 3
+
+
+def linear_solver(backend, model: Model, state: State, tree_possible=True):
+    """The solver a backend's ``linear`` option ("auto", "dense" or "tree") chooses for a model:
+    the :class:`~conserve.discrete.linear.BlockTree` of :func:`block_structure` if there is one
+    (and, for "auto", at least ``TREE_MIN_NODES`` nodes), else :class:`~conserve.discrete.linear.Dense`;
+    "tree" without a tree (or ``tree_possible`` False) is an error."""
+    tree = block_structure(model, state) if backend.linear != "dense" and tree_possible else None
+    if tree is None and backend.linear == "tree":
+        raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
+                         "(a kinematic loop, or an element joining more than two bodies or distant ones); use "
+                         "'auto' or 'dense'.")
+    small = tree is None or (backend.linear == "auto" and tree.n_nodes < TREE_MIN_NODES)
+    return Dense() if small else tree
 
 
 def block_structure(model: Model, state: State):
@@ -134,6 +147,16 @@ def _residual(model, state, t, h, x, nq, nc, nr):
     return jnp.concatenate(r if nr else r[:2])
 
 
+def weights(state, x):
+    """The scale of each unknown x = (Δq, λ̃, Δp̃, Δθ) (:class:`~conserve.discrete.newton.Newton`):
+    increments of each 3-block by their own size, ``1 + |Δφ|``, multipliers by the largest."""
+    nq, nr = state.q.shape[0], state.p.shape[0]
+    dq, lam, dp, dtheta = _split(x, nq, x.shape[0] - nq - 2 * nr, nr)
+    w_q = jnp.repeat(1.0 + jnp.max(jnp.abs(dq.reshape(-1, 3)), axis=1), 3)
+    w_lam = jnp.full_like(lam, 1.0 + jnp.max(jnp.abs(lam), initial=0.0))
+    return jnp.concatenate([w_q, w_lam, *rotor_weights(state, dp, dtheta)])
+
+
 def _initial_guess(model, state, lam, h):
     rates = model.rotor_relative_rates(state.q, state.v, state.p)
     return jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(state.p.shape[0]), h * rates])
@@ -168,14 +191,9 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense(), memory=N
     def residual(x):
         return _residual(model, state, t, h, x, nq, nc, nr)
 
-    def weights(x):  # increments of each 3-block by their own size, multipliers by the largest
-        dq, lam_, dp, dtheta = split(x)
-        w_q = jnp.repeat(1.0 + jnp.max(jnp.abs(dq.reshape(-1, 3)), axis=1), 3)
-        w_lam = jnp.full_like(lam_, 1.0 + jnp.max(jnp.abs(lam_), initial=0.0))
-        return blocks((w_q, w_lam, *rotor_weights(state, dp, dtheta)))
-
     x0 = _initial_guess(model, state, lam, h)
     size = blocks((jnp.zeros(nq), model.constraint_magnitudes(q0, state.theta, state.s), jnp.zeros(nr), jnp.zeros(nr)))
-    x, iterations, converged, history, memory = newton_solve(residual, x0, newton, weights, size, linear, memory)
+    x, iterations, converged, history, memory = newton_solve(residual, x0, newton, partial(weights, state), size,
+                                                             linear, memory)
     dq, lam1, dp, dtheta = split(x)
     return (*advance(model, state, t, h, dq, dp, dtheta, lam1, (iterations, converged, history)), memory)

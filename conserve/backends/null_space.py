@@ -184,6 +184,19 @@ def _link_change(pia, rigid, pa, Ra, pb, Rb, P, xa, xb, xs):
     return M, K, s - M @ r, t - K @ r
 
 
+def _changes(tree: Tree, Q0, u):
+    """(topology, the links' own increment maps at u, their maps composed down the tree) of
+    :func:`increments` (each (M, K, a, b) of :func:`_change_compose`; composed: (L + 1, ...), the
+    ground's identity last)."""
+    top = topology(tree.links, tree.n_blocks)
+    x = jnp.concatenate([u, jnp.zeros(1, u.dtype)])
+    (pa, Ra), (pb, Rb) = _frames(Q0, top.frame_a), _frames(Q0, top.frame_b)
+    maps = jax.vmap(_link_change)(top.parent_is_a, top.rigid, pa, Ra, pb, Rb, tree.params,
+                                  x[top.rot_a], x[top.rot_b], x[top.slide])
+    eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros((3, 3), Q0.dtype)
+    return top, maps, down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
+
+
 def increments(tree: Tree, Q0, u):
     """Δq = F(q_n, u) − q_n (n_q,): the increment of the configuration Q0 (extended blocks) by the
     minimal increments u (n_dof,), formed from increments alone — cay(x) − I, the parent's
@@ -195,16 +208,75 @@ def increments(tree: Tree, Q0, u):
     its slides (the components the joint fixes are put back to zero), so the round-off gaps of
     q_n are closed instead of carried on. Each link's change is an affine map of its parent's
     (``_link_change``), composed down the tree by :func:`down_the_tree`."""
-    top = topology(tree.links, tree.n_blocks)
-    if not len(top.child):
+    if not tree.links:
         return jnp.zeros(tree.n_blocks * 3, Q0.dtype)
-    x = jnp.concatenate([u, jnp.zeros(1, u.dtype)])
-    (pa, Ra), (pb, Rb) = _frames(Q0, top.frame_a), _frames(Q0, top.frame_b)
-    maps = jax.vmap(_link_change)(top.parent_is_a, top.rigid, pa, Ra, pb, Rb, tree.params,
-                                  x[top.rot_a], x[top.rot_b], x[top.slide])
-    eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros((3, 3), Q0.dtype)
-    _, dR, _, d_phi = down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
+    top, _, (_, dR, _, d_phi) = _changes(tree, Q0, u)
     return _to_blocks(top, tree.n_blocks, d_phi[:-1], jnp.swapaxes(dR[:-1], -1, -2))
+
+
+class TangentInverse(NamedTuple):
+    """The inverse of the tangent map F_u = ∂Δq/∂u of :func:`increments` at one u, link by link
+    (:func:`tangent_inverse`): ``pinv`` (L, 9, 12) each link's least-squares inverse, on its
+    9 increment slots (rot_a, rot_b, slide), of the 12 equations below; ``M`` (L, 3, 3) and ``a``
+    (L, 3) its increment map's rotation and arm at u."""
+
+    pinv: jax.Array
+    M: jax.Array
+    a: jax.Array
+
+
+def tangent_inverse(tree: Tree, Q0, u) -> TangentInverse:
+    """F_u⁻¹ at u, for δq tangent to the tree's constraints at q_n + Δq(u) (else the least-squares
+    fit of each link's part of it), in O(L) (apply it with :func:`increment_rates`).
+
+    A link's child changes as ΔR = ΔR_p M(u_k) + K(u_k), Δφ = Δφ_p + ΔR_p a(u_k) + b(u_k)
+    (``_change_compose``), so with the parent's δΔR_p, δΔφ_p and the child's δΔR, δΔφ read
+    off δq, the link's own δu_k solves the 12 × k equations
+    (ΔR_p ∂M + ∂K) δu_k = δΔR − δΔR_p M,  (ΔR_p ∂a + ∂b) δu_k = δΔφ − δΔφ_p − δΔR_p a
+    (∂ by forward differentiation of ``_link_change``): no link waits for another. The reduced
+    backend's structured Newton maps the director system's corrections to its minimal increments
+    with it (:mod:`conserve.backends.reduced`)."""
+    top, _, (_, dR, _, _) = _changes(tree, Q0, u)
+    x = jnp.concatenate([u, jnp.zeros(1, u.dtype)])
+    slots = _slots(top)
+    (pa, Ra), (pb, Rb) = _frames(Q0, top.frame_a), _frames(Q0, top.frame_b)
+
+    def link(pia, rigid, pa, Ra, pb, Rb, P, z):
+        return _link_change(pia, rigid, pa, Ra, pb, Rb, P, z[:3], z[3:6], z[6:])
+
+    def link_maps(*a):  # the link's (M, K, a, b) and their derivatives (..., 9) by its 9 slots
+        return link(*a), jax.jacfwd(lambda z: link(*a[:-1], z))(a[-1])
+
+    (M, _, a, _), (dM, dK, da, db) = jax.vmap(link_maps)(top.parent_is_a, top.rigid, pa, Ra, pb, Rb, tree.params,
+                                                         x[slots])
+    dR_p = dR[top.parent[:-1]]  # the parent's rotation increment (0 for the ground)
+    A = jnp.concatenate([(jnp.einsum("lij,ljkz->likz", dR_p, dM) + dK).reshape(-1, 9, 9),
+                         jnp.einsum("lij,ljz->liz", dR_p, da) + db], axis=1)  # (L, 12, 9)
+    At = jnp.swapaxes(A, 1, 2)
+    padding = jnp.asarray((slots == tree.n_dof)[:, :, None] * np.eye(9), u.dtype)  # slots a link does not have
+    return TangentInverse(jnp.linalg.solve(At @ A + padding, At), M, a)
+
+
+
+def increment_rates(tree: Tree, inverse: TangentInverse, dq):
+    """δu = F_u⁻¹ δq (n_dof,) for δq (n_q,), F_u⁻¹ from :func:`tangent_inverse`: per link, the
+    right-hand sides of its 12 equations from its child's and parent's blocks of δq, times pinv."""
+    if not tree.links:
+        return jnp.zeros(0, dq.dtype)
+    top = topology(tree.links, tree.n_blocks)
+    D = jnp.concatenate([dq.reshape(-1, 3), jnp.zeros((4, 3), dq.dtype)])
+    frame_p = np.where(top.parent_is_a[:, None], top.frame_a, top.frame_b)
+    ddR_p, ddphi_p = jnp.swapaxes(D[frame_p[:, 1:]], -1, -2), D[frame_p[:, 0]]
+    ddR, ddphi = jnp.swapaxes(D[top.child[:, 1:]], -1, -2), D[top.child[:, 0]]
+    b = jnp.concatenate([(ddR - ddR_p @ inverse.M).reshape(-1, 9),
+                         ddphi - ddphi_p - jnp.einsum("lij,lj->li", ddR_p, inverse.a)], axis=1)
+    dz = jnp.einsum("lzk,lk->lz", inverse.pinv, b)
+    return jnp.zeros(tree.n_dof + 1, dq.dtype).at[_slots(top)].set(dz)[:tree.n_dof]
+
+
+def _slots(top: Topology):
+    """(L, 9) each link's indices into (u, 0) of its increments (rot_a, rot_b, slide); n_dof: padding."""
+    return np.concatenate([top.rot_a, top.rot_b, top.slide], axis=1)
 
 
 def configure(tree: Tree, Q0, u):

@@ -94,7 +94,8 @@ class NewtonMemory(NamedTuple):
     valid: jax.Array
 
 
-def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), memory=None):
+def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), memory=None,
+                 chord_error=CHORD_ERROR):
     """Solve residual(x) = 0 from x0 by Newton's method, the Newton matrix's linear algebra by
     ``linear`` (:mod:`conserve.discrete.linear`: dense LU, or block elimination along a tree).
 
@@ -127,6 +128,7 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     size : (n,) ≥ 0, the size of the terms of each row of r that do not scale with the unknowns
         (constraint rows: their terms at q_n, so a joint 1e7 m from the origin is at round-off
         at ε·1e7 m); the other terms are measured by ``|J| w`` (see :class:`Newton`)
+    chord_error : the bound on the error an accepted chord leaves (scaled; ``CHORD_ERROR``)
 
     Returns
     -------
@@ -143,11 +145,11 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     if n == 0:  # nothing to solve (a structure without freedoms, e.g. a body welded to the ground)
         return x0, jnp.int32(0), jnp.bool_(True), jnp.full((n_max,), jnp.nan, dtype=x0.dtype), memory
     if not options.implicit:
-        x, (k, converged, history, memory) = _iterate(residual, x0, options, weights, size, linear, memory)
+        x, (k, converged, history, memory) = _iterate(residual, x0, options, weights, size, linear, memory, chord_error)
         return x, k, converged, history, memory
 
     def solve(residual, x0):  # aux as floats: custom_root gives integer aux wrong tangent types
-        x, (k, converged, history, _) = _iterate(residual, x0, options, weights, size, linear, memory)
+        x, (k, converged, history, _) = _iterate(residual, x0, options, weights, size, linear, memory, chord_error)
         return x, (k.astype(x.dtype), converged.astype(x.dtype), history)
 
     def tangent_solve(jvp, y):  # the implicit-function theorem: δx = −J⁻¹ ∂r/∂(closed-over) δ
@@ -165,7 +167,7 @@ def empty_memory(residual, x0, linear=Dense()) -> NewtonMemory:
     return NewtonMemory(jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), jnp.bool_(False))
 
 
-def _iterate(residual, x0, options: Newton, weights, size, linear, memory):
+def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord_error):
     """The Newton iteration of :func:`newton_solve`: (x, (iterations, converged, history, memory))."""
     n_max = options.max_iterations
 
@@ -193,7 +195,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory):
         # it leaves is below round-off (CHORD_ERROR: else it biases the energy step after step)
         rho = jnp.minimum(rate, last_rate)
         leftover = rho / (1.0 - rho) * jnp.minimum(chord_size, last_rate * last_dx)
-        chord_ok = small & (rho < 1.0) & (leftover <= CHORD_ERROR)
+        chord_ok = small & (rho < 1.0) & (leftover <= chord_error)
         # a chord correction that contracts fast enough is as good as a Newton one and saves the
         # Jacobian: with this solve's factors, if the next chord will be small enough to accept;
         # with earlier factors, the first chord, and then while they contract by CHORD_CONTRACTION
