@@ -3,7 +3,7 @@ coordinates: Thompson's null-space map H2 (Thompson §III, eqs. (15)–(18)) and
 of the discrete null-space method (Betsch and Leyendecker 2006), used by the reduced and ode
 backends and by :func:`conserve.linearize`.
 
-Two pure functions of the tree, each a vectorised map over the links composed down the tree
+Pure functions of the tree, each a vectorised map over the links composed down the tree
 by pointer jumping (:func:`down_the_tree`), so their compiled size does not grow with the tree:
 
 - :func:`velocities`: ν ↦ q̇ = H2(q) ν, the null-space map built from the joints' velocity
@@ -17,6 +17,8 @@ by pointer jumping (:func:`down_the_tree`), so their compiled size does not grow
   velocities 2Δq/h − v_n keep their digits far from the origin; orthonormality and every tree
   constraint hold at q_n + Δq to round-off, which does not pile up (rotations are projected to
   the nearest rotation and the offsets a joint fixes are reset to zero every step).
+- :func:`tangent_inverse` and :func:`increment_rates`: δu = F_u⁻¹ δq, the inverse of the update's
+  tangent F_u = ∂Δq/∂u, link by link (the reduced backend's structured Newton corrections).
 """
 
 from __future__ import annotations
@@ -185,16 +187,15 @@ def _link_change(pia, rigid, pa, Ra, pb, Rb, P, xa, xb, xs):
 
 
 def _changes(tree: Tree, Q0, u):
-    """(topology, the links' own increment maps at u, their maps composed down the tree) of
-    :func:`increments` (each (M, K, a, b) of :func:`_change_compose`; composed: (L + 1, ...), the
-    ground's identity last)."""
+    """(topology, the links' increment maps at u composed down the tree) of :func:`increments`
+    ((M, K, a, b) of :func:`_change_compose`, each (L + 1, ...), the ground's identity last)."""
     top = topology(tree.links, tree.n_blocks)
     x = jnp.concatenate([u, jnp.zeros(1, u.dtype)])
     (pa, Ra), (pb, Rb) = _frames(Q0, top.frame_a), _frames(Q0, top.frame_b)
     maps = jax.vmap(_link_change)(top.parent_is_a, top.rigid, pa, Ra, pb, Rb, tree.params,
                                   x[top.rot_a], x[top.rot_b], x[top.slide])
     eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros((3, 3), Q0.dtype)
-    return top, maps, down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
+    return top, down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
 
 
 def increments(tree: Tree, Q0, u):
@@ -210,7 +211,7 @@ def increments(tree: Tree, Q0, u):
     (``_link_change``), composed down the tree by :func:`down_the_tree`."""
     if not tree.links:
         return jnp.zeros(tree.n_blocks * 3, Q0.dtype)
-    top, _, (_, dR, _, d_phi) = _changes(tree, Q0, u)
+    top, (_, dR, _, d_phi) = _changes(tree, Q0, u)
     return _to_blocks(top, tree.n_blocks, d_phi[:-1], jnp.swapaxes(dR[:-1], -1, -2))
 
 
@@ -236,7 +237,7 @@ def tangent_inverse(tree: Tree, Q0, u) -> TangentInverse:
     (∂ by forward differentiation of ``_link_change``): no link waits for another. The reduced
     backend's structured Newton maps the director system's corrections to its minimal increments
     with it (:mod:`conserve.backends.reduced`)."""
-    top, _, (_, dR, _, _) = _changes(tree, Q0, u)
+    top, (_, dR, _, _) = _changes(tree, Q0, u)
     x = jnp.concatenate([u, jnp.zeros(1, u.dtype)])
     slots = _slots(top)
     (pa, Ra), (pb, Rb) = _frames(Q0, top.frame_a), _frames(Q0, top.frame_b)

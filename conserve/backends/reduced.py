@@ -59,17 +59,17 @@ class Reduced(StepBackend):
     form with Führer–Wallrapp loop coordinates), ``newton`` its Newton options. Same trajectory as
     :class:`~conserve.backends.director.Director`.
 
-    ``linear`` chooses how Newton's linear systems are solved: "auto" (default) uses the
-    structured form (:func:`~conserve.backends.reduced.step_structured`: the director's Newton matrix eliminated along the
-    bodies' tree, cost linear in the number of bodies, all multipliers solved in the step) when
-    the director backend would eliminate along a tree, and the dense projected form
-    (:func:`~conserve.backends.reduced.step`: a dense LU of the n_dof + … minimal unknowns, the tree's multipliers recovered
-    after the run) otherwise (loops, small models); "dense" and "tree" force one. ``reuse``
+    ``linear`` chooses how Newton's linear systems are solved: "auto" (default) takes the
+    structured form (:func:`~conserve.backends.reduced.step_structured`: the director's Newton
+    matrix eliminated along the bodies' tree, cost linear in the number of bodies, every
+    multiplier solved in the step) when the director backend would eliminate along a tree and the
+    tree has at least ``STRUCTURED_MIN_DOF`` coordinates, and otherwise (loops, small trees) the
+    dense form (:func:`~conserve.backends.reduced.step`: an LU of the n_dof + … minimal unknowns,
+    the tree's multipliers recovered after the run); "dense" and "tree" force one. ``reuse``
     carries the Newton factors from step to step as in the director backend (True, False, or
-    "auto": with the tree solver; the dense form keeps none). Found by
-    :meth:`~conserve.backends.base.StepBackend.prepare`;
-    unprepared (``cs.step`` on a traced model) or differentiated (``Newton(implicit=True)``), the
-    step is the dense one."""
+    "auto": with the tree solver; the dense form keeps none). Chosen by
+    :meth:`~conserve.backends.base.StepBackend.prepare`; unprepared (``cs.step`` on a traced
+    model) or differentiated (``Newton(implicit=True)``), the step takes the dense form."""
 
     newton: Newton = field(default_factory=Newton)
     linear: object = "auto"
@@ -84,7 +84,8 @@ class Reduced(StepBackend):
             return self
         tree = model.tree  # the structured form needs every kept row but the tree's as an equation
         square = model.n_coordinates - len(tree.tree_rows) == tree.n_dof and not tree.loop_rows
-        return replace(self, linear=linear_solver(self, model, state, square))
+        worth = self.linear == "tree" or tree.n_dof >= STRUCTURED_MIN_DOF
+        return replace(self, linear=linear_solver(self, model, state, square and worth))
 
     @property
     def _structured(self):
@@ -114,6 +115,13 @@ class Reduced(StepBackend):
         if self._structured:  # solved in the step
             return multipliers
         return recovered_multipliers(model, nodes, multipliers, t0, h)
+
+
+#: "auto" takes the structured form from this many tree coordinates on; below, the dense form's LU
+#: of n_dof + … unknowns is cheaper (pinned, µs per step dense / structured: P8 rotorcraft, 11
+#: coordinates, ~590 / 860; P8 satellite, 12, ~400 / 370; 4-link chain, 12, 260 / 217; 8-link
+#: chain, 24, 586 / 316).
+STRUCTURED_MIN_DOF = 12
 
 
 def unknowns(model: Model) -> int:
