@@ -258,7 +258,6 @@ def tangent_inverse(tree: Tree, Q0, u) -> TangentInverse:
     return TangentInverse(jnp.linalg.solve(At @ A + padding, At), M, a)
 
 
-
 def increment_rates(tree: Tree, inverse: TangentInverse, dq):
     """δu = F_u⁻¹ δq (n_dof,) for δq (n_q,), F_u⁻¹ from :func:`tangent_inverse`: per link, the
     right-hand sides of its 12 equations from its child's and parent's blocks of δq, times pinv."""
