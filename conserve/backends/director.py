@@ -47,7 +47,7 @@ class Director(StepBackend):
     name = "director"
 
     def __post_init__(self):
-        _check_options(self)
+        check_options(self)
 
     def prepare(self, model: Model, state: State) -> Director:
         if not isinstance(self.linear, str):
@@ -77,7 +77,7 @@ class Director(StepBackend):
         return unknowns(model)
 
 
-def _check_options(backend):
+def check_options(backend):
     """A clear error for ``linear`` and ``reuse`` options a backend does not know."""
     kind = type(backend).__name__
     if not (backend.linear in ("auto", "dense", "tree") or isinstance(backend.linear, (Dense, BlockTree))):

@@ -49,7 +49,7 @@ from ..discrete.scheme import advance, equations, rotor_weights
 from ..model.assembled import Model, State
 from . import director, loops
 from .base import Carry, StepBackend, map_steps
-from .director import _check_options, linear_solver
+from .director import check_options, linear_solver
 from .null_space import increment_rates, increments, null_space, tangent_inverse, velocities
 
 
@@ -77,7 +77,7 @@ class Reduced(StepBackend):
     name = "reduced"
 
     def __post_init__(self):
-        _check_options(self)
+        check_options(self)
 
     def prepare(self, model: Model, state: State) -> Reduced:
         if not isinstance(self.linear, str):
@@ -296,8 +296,10 @@ def step_structured(model: Model, state: State, lam, t, h, newton, inner, memory
     Q0 = model.blocks(state.q)
     residual, lift, select, linear = _structured_form(model, state, t, h, inner)
 
-    def weights(x):  # minimal increments by their own size, the rest as in the director step
-        return jnp.concatenate([1.0 + jnp.abs(x[:nd]), director.weights(state, lift(x))[nq:]])
+    def weights(x):  # minimal increments by their own size, the rest as in the director step (whose
+        # scales of multipliers and rotors do not depend on Δq: no tree update for them)
+        rest = director.weights(state, jnp.concatenate([jnp.zeros(nq, x.dtype), x[nd:]]))[nq:]
+        return jnp.concatenate([1.0 + jnp.abs(x[:nd]), rest])
 
     # predictor: the director's Δq (a free spin turned by cay(hω)) mapped to minimal increments by
     # the last step's F_u⁻¹ (to O(h²) as good as this step's, and free; without factors yet u = 0)
