@@ -16,9 +16,10 @@ from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Fo
 from .model.terms import BodyState, JointState, RotorState
 from .linearize import Linearization, linearize
 from .reactions import Reaction, joint_reactions
+from .ensemble import Ensemble, simulate_batch
 from .simulate import resume, simulate
 from .solution import Solution
-from .stepping import energy, initial_state, step
+from .stepping import energy, initial_state, step, trajectory
 
 __version__ = "0.1.0"
 
@@ -31,6 +32,6 @@ __all__ = [
     "BodyState", "JointState",
     "Spherical", "SpringDamper",
     "System", "Torque", "Universal", "ground", "resume", "simulate", "Solution", "linearize", "Linearization",
-    "joint_reactions", "Reaction", "step", "initial_state", "energy",
-    "enable_compilation_cache",
+    "joint_reactions", "Reaction", "step", "trajectory", "initial_state", "energy",
+    "enable_compilation_cache", "simulate_batch", "Ensemble",
 ]

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import checkpoint as checkpoints
 from .backends import BACKENDS, Carry, ReferenceBackend, StepBackend, StepOutput, Subdividing
-from .discrete.newton import Newton
+from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ConvergenceError, ModelError, SimulationError
 from .model.assembled import Model, State
 from .model.system import as_assembly
@@ -46,9 +46,12 @@ MAX_COMPILED = 16
 _compiled: OrderedDict = OrderedDict()
 
 
-def _chunk_fn(backend: StepBackend, length):
+def _chunk_fn(backend: StepBackend, length, batch=None):
     """The compiled stretch of ``length`` steps: ``lax.scan`` over ``backend.step``; steps past
-    ``n_end`` or after a failure are skipped (masked), so every run length shares the code."""
+    ``n_end`` or after a failure are skipped (masked), so every run length shares the code.
+    ``batch``: None, or per leaf of the model 0 (one value per member) or None (shared), for a
+    run vmapped over members (the carry, n0 and n_end with a leading member axis;
+    :mod:`conserve.ensemble`)."""
     def run(model: Model, carry: Carry, n0, n_end, t0, h):
         def evaluate(carry, t):
             new, record = backend.step(model, carry, t, h)
@@ -62,8 +65,7 @@ def _chunk_fn(backend: StepBackend, length):
             carry, n, failed, failure = loop
             active = (n < n_end) & ~failed
             # past the end or after a failure: nothing to compute
-            new, record, diag = jax.lax.cond(active, lambda _: evaluate(carry, t0 + n * h),
-                                             lambda _: (carry, record0, diag0), None)
+            new, record, diag = run_if(active, lambda: evaluate(carry, t0 + n * h), (carry, record0, diag0))
             failed_now = active & ~record.converged
             keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
             failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
@@ -74,18 +76,26 @@ def _chunk_fn(backend: StepBackend, length):
         failure = (jnp.full(record0.history.shape, jnp.nan), jnp.int32(0))  # the failed step's Newton record
         return jax.lax.scan(body, (carry, n0, jnp.bool_(False), failure), None, length=length)
 
-    return jax.jit(run)
+    if batch is None:
+        return jax.jit(run)
+    return jax.jit(lambda model, *rest: jax.vmap(run, in_axes=(model_axes(model, batch), 0, 0, 0, None, None))(
+        model, *rest))
 
 
-def _compile(backend, length, args):
+def model_axes(model, batch):
+    """The model's in_axes for vmap: ``batch`` (one 0 or None per leaf) in the model's structure."""
+    return jax.tree.unflatten(jax.tree.structure(model), batch)
+
+
+def compile_chunks(backend, length, args, batch=None):
     """AOT-compile the chunk runner for these argument shapes once; returns (fn, seconds)."""
     leaves, treedef = jax.tree.flatten(args)
-    key = (backend, length, treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
+    key = (backend, length, treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves), batch)
     if key in _compiled:
         _compiled.move_to_end(key)
         return _compiled[key], 0.0
     tic = time.perf_counter()
-    fn = _chunk_fn(backend, length).lower(*args).compile()
+    fn = _chunk_fn(backend, length, batch).lower(*args).compile()
     _compiled[key] = fn
     while len(_compiled) > MAX_COMPILED:
         _compiled.popitem(last=False)
@@ -152,13 +162,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         the last converged one; ``err.step``, ``err.time``, ``err.residual_history`` say where.
     """
     assembly = as_assembly(system, "simulate")
-    dt, t0, t_end = _number("dt", dt), _number("t0", t0), _number("t_end", t_end)
-    if not (dt > 0 and math.isfinite(dt)):
-        raise ModelError(f"simulate: dt must be positive and finite, got {dt}.")
-    if not (t_end > t0 and math.isfinite(t_end)):
-        raise ModelError(f"simulate: t_end must be finite and > t0 = {t0}, got {t_end}.")
-    if not (isinstance(chunk, int) and chunk >= 1):
-        raise ModelError(f"simulate: chunk must be an integer ≥ 1, got {chunk!r}.")
+    t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk)
     if checkpoint_every is not None:
         if checkpoint is None:
             raise ModelError("simulate: checkpoint_every needs checkpoint=<directory>.")
@@ -170,15 +174,9 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         if checkpoint is not None:
             raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) does not checkpoint.")
         return _simulate_reference(backend, assembly, t0, t_end, dt)
-    ratio = (t_end - t0) / dt
-    if not ratio <= MAX_STEPS:
-        raise ModelError(f"simulate: (t_end − t0)/dt = {ratio:.3g} steps; a run takes at most {MAX_STEPS} steps (its "
-                         "step counter is a 32-bit integer): use a larger dt or a shorter span, or continue in parts "
-                         "(simulate(..., t0=...) from the last state).")
-    n_steps = max(1, math.ceil(ratio * (1.0 - 1e-12) - 1e-9))  # a whole number of steps up to round-off
-    _warn_coarse_steps(assembly, dt)
+    warn_coarse_steps(assembly, dt)
     settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
-                **_backend_settings(backend, checkpoint is not None)}
+                **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
     carry = backend.init(assembly.model, assembly.initial_state)
     first = {**{f"node_{k}": np.asarray(getattr(carry.state, k))[None] for k in NODE_FIELDS},
@@ -192,6 +190,25 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, t0=0.0, chun
         return _run(assembly, settings, backend, carry, 0, [first], ckpt, progress)
     finally:
         checkpoints.close(ckpt)
+
+
+def time_grid(t0, t_end, dt, chunk, who="simulate"):
+    """(t0, t_end, dt, number of steps) as checked floats and int: dt > 0, t_end > t0, a whole
+    number of steps (t_end rounded up to one, up to round-off), at most ``MAX_STEPS``; ``chunk``
+    an integer ≥ 1. A ModelError says which is wrong."""
+    dt, t0, t_end = _number("dt", dt, who), _number("t0", t0, who), _number("t_end", t_end, who)
+    if not (dt > 0 and math.isfinite(dt)):
+        raise ModelError(f"{who}: dt must be positive and finite, got {dt}.")
+    if not (t_end > t0 and math.isfinite(t_end)):
+        raise ModelError(f"{who}: t_end must be finite and > t0 = {t0}, got {t_end}.")
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ModelError(f"{who}: chunk must be an integer ≥ 1, got {chunk!r}.")
+    ratio = (t_end - t0) / dt
+    if not ratio <= MAX_STEPS:
+        raise ModelError(f"{who}: (t_end − t0)/dt = {ratio:.3g} steps; a run takes at most {MAX_STEPS} steps (its "
+                         "step counter is a 32-bit integer): use a larger dt or a shorter span, or continue in parts "
+                         "(simulate(..., t0=...) from the last state).")
+    return t0, t_end, dt, max(1, math.ceil(ratio * (1.0 - 1e-12) - 1e-9))  # whole steps up to round-off
 
 
 def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise", max_subdivisions=6):
@@ -228,7 +245,7 @@ def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise
     return backend
 
 
-def _backend_settings(backend, checkpointed):
+def backend_settings(backend, checkpointed):
     """The backend as plain data (for a checkpoint, a built-in one: resume rebuilds it from this)."""
     inner = backend.inner if isinstance(backend, Subdividing) else backend
     if checkpointed and BACKENDS.get(inner.name) is not type(inner):
@@ -271,7 +288,7 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
 COARSE_TURN = 1.0
 
 
-def _warn_coarse_steps(assembly, dt):
+def warn_coarse_steps(assembly, dt):
     """Warn when full-body parts turn more than :data:`COARSE_TURN` rad per step at the start:
     the midpoint rule turns a free spin ω by 2 atan(|ω|Δt/2) instead of |ω|Δt per step (a 20 %
     lag at |ω|Δt = 1.5), so precession and nutation are far from converged (though conserving)."""
@@ -295,7 +312,7 @@ def _warn_coarse_steps(assembly, dt):
                if rotors else "") + ".", CoarseStepWarning, stacklevel=3)
 
 
-def _number(name, x):
+def _number(name, x, who="simulate"):
     """x as a float64 number of seconds; a float32 (or float16) input is read as the decimal it
     prints as (np.float32(0.3) is 0.3, not 0.30000001192…, which would add a step)."""
     try:
@@ -306,7 +323,7 @@ def _number(name, x):
             return float(np.format_float_positional(a[()], unique=True, trim="0"))
         return float(a)
     except (TypeError, ValueError):
-        raise ModelError(f"simulate: {name} must be a number (s), got {x!r}.") from None
+        raise ModelError(f"{who}: {name} must be a number (s), got {x!r}.") from None
 
 
 def _carry(carry: Carry):
@@ -331,31 +348,43 @@ def _restored(backend: StepBackend, assembly, stored) -> Carry:
 def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt, progress) -> Solution:
     """The time loop from step n (``carry`` at t_n) to the end; ``pieces`` hold what was computed
     before (dicts of node_*, step_*, diag_* arrays, the checkpoint layout)."""
-    model, layout = assembly.model, assembly.layout
+    model = assembly.model
     t0, dt, n_steps = settings["t0"], settings["dt"], settings["n_steps"]
     args = (model, carry, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
-    run, compile_time = _compile(backend, settings["chunk"], args)
+    run, compile_time = compile_chunks(backend, settings["chunk"], args)
 
-    failed = False
+    failed, failure = False, None
     tic = time.perf_counter()
     while n < n_steps and not failed:
         (carry, n_new, failed, failure), out = run(model, carry, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0),
                                                     jnp.float64(dt))
-        done = int(n_new) - n
-        out: StepOutput = jax.tree.map(lambda a: np.asarray(a)[:done], out)
-        record = out.record
-        pieces.append({**{f"node_{k}": getattr(out.node, k) for k in NODE_FIELDS},
-                       **{f"diag_{k}": a for k, a in out.diagnostics.items()},
-                       "step_lam": record.multipliers, "step_iterations": record.iterations,
-                       "step_work": record.work, "step_dissipation": record.dissipation,
-                       "step_substeps": record.substeps})
-        n, failed = int(n_new), bool(failed)
+        pieces.append(piece(out, int(n_new) - n))
+        done, n, failed = int(n_new) - n, int(n_new), bool(failed)
         if ckpt is not None and done:
             checkpoints.write(ckpt, n, _carry(carry), pieces[-1])
         if progress is not None:
             progress(n, n_steps)
-    run_time = time.perf_counter() - tic
+    solution, error = assemble_solution(assembly, settings, backend, pieces, n, failed, failure, compile_time,
+                                        time.perf_counter() - tic)
+    if error is not None:
+        raise error
+    return solution
 
+
+def piece(out: StepOutput, done):
+    """The first ``done`` steps of a chunk's output as a dict of node_*, diag_* and step_* arrays."""
+    out = jax.tree.map(lambda a: np.asarray(a)[:done], out)
+    record = out.record
+    return {**{f"node_{k}": getattr(out.node, k) for k in NODE_FIELDS},
+            **{f"diag_{k}": a for k, a in out.diagnostics.items()},
+            "step_lam": record.multipliers, "step_iterations": record.iterations, "step_work": record.work,
+            "step_dissipation": record.dissipation, "step_substeps": record.substeps}
+
+
+def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, compile_time, run_time):
+    """(Solution of the n steps in ``pieces``, the ConvergenceError of a failed run or None)."""
+    model, layout = assembly.model, assembly.layout
+    t0, dt = settings["t0"], settings["dt"]
     join = lambda key: np.concatenate([p[key] for p in pieces if key in p])  # noqa: E731
     q, v, s, p, theta = (join(f"node_{k}") for k in NODE_FIELDS)
     lams, iters, work, dissipation, substeps = (join(f"step_{k}") for k in
@@ -373,8 +402,8 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
                         layout=layout_record(layout), diagnostics=diagnostics, stats=stats, assembly=assembly)
     if failed:
         history = np.asarray(failure[0])[: int(failure[1])]
-        raise _failure(n, t0 + n * dt, dt, Newton(*settings["newton"]), history, solution, settings)
-    return solution
+        return solution, _failure(n, t0 + n * dt, dt, Newton(*settings["newton"]), history, solution, settings)
+    return solution, None
 
 
 _node_diagnostics = jax.jit(node_diagnostics)

@@ -24,6 +24,7 @@ flow; they are exact only where Newton converged (``record.converged``).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .backends import BACKENDS, Carry, StepBackend
@@ -33,7 +34,7 @@ from .errors import ModelError
 from .model.assembled import Energy, Model, State
 from .model.system import Assembly, as_assembly
 
-__all__ = ["energy", "initial_state", "step"]
+__all__ = ["energy", "initial_state", "step", "trajectory"]
 
 
 def initial_state(system) -> State:
@@ -67,22 +68,71 @@ def step(model, state: State, t, h, *, backend="director", newton: Newton = Newt
         residual history, work and dissipation in J, the step's multipliers (rows the reduced
         backend eliminates are 0; :meth:`~conserve.backends.base.StepBackend.recover_multipliers`)
     """
-    if isinstance(model, Assembly):
-        model = model.model
-    if not isinstance(model, Model):
-        raise ModelError(f"step: expected a Model (assembly.model), got {type(model).__name__}.")
-    if isinstance(backend, str):
-        cls = BACKENDS.get(backend)
-        if cls is None or not issubclass(cls, StepBackend):
-            steppers = sorted(k for k, c in BACKENDS.items() if issubclass(c, StepBackend))
-            raise ModelError(f"step: backend must be one of {steppers} or a StepBackend, got {backend!r}.")
-        backend = cls(newton)
-    elif not isinstance(backend, StepBackend):
-        raise ModelError(f"step: backend must be a name or a StepBackend object, got {backend!r}.")
+    model, backend = _model(model, "step"), _stepper(backend, newton, "step")
     dtype = state.q.dtype
     lam = jnp.zeros(model.n_constraints, dtype) if multipliers is None else jnp.asarray(multipliers, dtype)
     carry, record = backend.step(model, Carry(state, lam), jnp.asarray(t, dtype), jnp.asarray(h, dtype))
     return carry.state, record
+
+
+def trajectory(model, state: State, t0, h, n_steps: int, *, backend="director",
+               newton: Newton = Newton(implicit=True)) -> tuple[State, StepRecord]:
+    """``n_steps`` steps of :func:`step` from ``state`` at t0: a pure jax function (jit, vmap,
+    grad) of the model's arrays, the state, t0 and h — ``jax.lax.scan`` over the step, each
+    step's multipliers the next one's Newton guess.
+
+    Derivatives (``jax.grad``, ``jax.jacrev``, ``jax.jvp``) are those of the discrete flow, by the
+    implicit-function theorem at every step's converged root (one linear solve with the step's
+    Newton matrix per step and derivative direction); reverse mode recomputes each step in the
+    backward pass (``jax.checkpoint``), so its memory is O(n_steps × state), not O(n_steps ×
+    Newton matrix). Exact only where every step converged (``records.converged``).
+
+    Parameters
+    ----------
+    model, state, backend, newton : as in :func:`step`
+    t0, h : float, s (may be traced)
+    n_steps : int ≥ 1 (static: one compilation per length)
+
+    Returns
+    -------
+    states : State whose arrays have a leading axis of n_steps + 1 nodes (the first is ``state``)
+    records : :class:`~conserve.discrete.scheme.StepRecord` with a leading axis of n_steps
+    """
+    model, backend = _model(model, "trajectory"), _stepper(backend, newton, "trajectory")
+    if not (isinstance(n_steps, int) and n_steps >= 1):
+        raise ModelError(f"trajectory: n_steps must be an integer ≥ 1, got {n_steps!r}.")
+    dtype = state.q.dtype
+    t0, h = jnp.asarray(t0, dtype), jnp.asarray(h, dtype)
+
+    @jax.checkpoint
+    def advance(carry, k):
+        new, record = backend.step(model, carry, t0 + k * h, h)
+        return new, (new.state, record)
+
+    _, (states, records) = jax.lax.scan(advance, Carry(state, jnp.zeros(model.n_constraints, dtype)),
+                                        jnp.arange(n_steps, dtype=dtype))
+    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), state, states), records
+
+
+def _model(model, who) -> Model:
+    if isinstance(model, Assembly):
+        model = model.model
+    if not isinstance(model, Model):
+        raise ModelError(f"{who}: expected a Model (assembly.model), got {type(model).__name__}.")
+    return model
+
+
+def _stepper(backend, newton, who) -> StepBackend:
+    """The StepBackend of a name (built with ``newton``) or the object itself."""
+    if isinstance(backend, str):
+        cls = BACKENDS.get(backend)
+        if cls is None or not issubclass(cls, StepBackend):
+            steppers = sorted(k for k, c in BACKENDS.items() if issubclass(c, StepBackend))
+            raise ModelError(f"{who}: backend must be one of {steppers} or a StepBackend, got {backend!r}.")
+        return cls(newton)
+    if not isinstance(backend, StepBackend):
+        raise ModelError(f"{who}: backend must be a name or a StepBackend object, got {backend!r}.")
+    return backend
 
 
 def energy(model, state: State) -> Energy:

@@ -17,8 +17,8 @@ by pointer jumping (:func:`down_the_tree`), so their compiled size does not grow
   velocities 2Δq/h − v_n keep their digits far from the origin; orthonormality and every tree
   constraint hold at q_n + Δq to round-off, which does not pile up (rotations are projected to
   the nearest rotation and the offsets a joint fixes are reset to zero every step).
-- :func:`tangent_inverse` and :func:`increment_rates`: δu = F_u⁻¹ δq, the inverse of the update's
-  tangent F_u = ∂Δq/∂u, link by link (the reduced backend's structured Newton corrections).
+- :func:`increments_and_inverse` and :func:`increment_rates`: δu = F_u⁻¹ δq, the inverse of the
+  update's tangent F_u = ∂Δq/∂u, link by link (the reduced backend's structured Newton corrections).
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def increments(tree: Tree, Q0, u):
 
 class TangentInverse(NamedTuple):
     """The inverse of the tangent map F_u = ∂Δq/∂u of :func:`increments` at one u, link by link
-    (:func:`tangent_inverse`): ``pinv`` (L, 9, 12) each link's least-squares inverse, on its
+    (:func:`increments_and_inverse`): ``pinv`` (L, 9, 12) each link's least-squares inverse, on its
     9 increment slots (rot_a, rot_b, slide), of the 12 equations below; ``M`` (L, 3, 3) and ``a``
     (L, 3) its increment map's rotation and arm at u."""
 
@@ -226,9 +226,11 @@ class TangentInverse(NamedTuple):
     a: jax.Array
 
 
-def tangent_inverse(tree: Tree, Q0, u) -> TangentInverse:
-    """F_u⁻¹ at u, for δq tangent to the tree's constraints at q_n + Δq(u) (else the least-squares
-    fit of each link's part of it), in O(L) (apply it with :func:`increment_rates`).
+def increments_and_inverse(tree: Tree, Q0, u):
+    """(Δq (n_q,) of :func:`increments`, F_u⁻¹ (:class:`TangentInverse`)) at u, in O(L): the
+    inverse of the tangent F_u = ∂Δq/∂u for δq tangent to the tree's constraints at q_n + Δq(u)
+    (else the least-squares fit of each link's part of it; apply it with :func:`increment_rates`),
+    with the increments themselves from the same link maps.
 
     A link's child changes as ΔR = ΔR_p M(u_k) + K(u_k), Δφ = Δφ_p + ΔR_p a(u_k) + b(u_k)
     (``_change_compose``), so with the parent's δΔR_p, δΔφ_p and the child's δΔR, δΔφ read
@@ -237,29 +239,31 @@ def tangent_inverse(tree: Tree, Q0, u) -> TangentInverse:
     (∂ by forward differentiation of ``_link_change``): no link waits for another. The reduced
     backend's structured Newton maps the director system's corrections to its minimal increments
     with it (:mod:`conserve.backends.reduced`)."""
-    top, (_, dR, _, _) = _changes(tree, Q0, u)
+    top = topology(tree.links, tree.n_blocks)
     x = jnp.concatenate([u, jnp.zeros(1, u.dtype)])
     slots = _slots(top)
     (pa, Ra), (pb, Rb) = _frames(Q0, top.frame_a), _frames(Q0, top.frame_b)
 
-    def link(pia, rigid, pa, Ra, pb, Rb, P, z):
-        return _link_change(pia, rigid, pa, Ra, pb, Rb, P, z[:3], z[3:6], z[6:])
+    def link_maps(pia, rigid, pa, Ra, pb, Rb, P, z):  # the link's derivatives (..., 9) by its 9 slots, and its maps
+        def maps(z):
+            m = _link_change(pia, rigid, pa, Ra, pb, Rb, P, z[:3], z[3:6], z[6:])
+            return m, m
+        return jax.jacfwd(maps, has_aux=True)(z)
 
-    def link_maps(*a):  # the link's (M, K, a, b) and their derivatives (..., 9) by its 9 slots
-        return link(*a), jax.jacfwd(lambda z: link(*a[:-1], z))(a[-1])
-
-    (M, _, a, _), (dM, dK, da, db) = jax.vmap(link_maps)(top.parent_is_a, top.rigid, pa, Ra, pb, Rb, tree.params,
-                                                         x[slots])
+    (dM, dK, da, db), maps = jax.vmap(link_maps)(top.parent_is_a, top.rigid, pa, Ra, pb, Rb, tree.params, x[slots])
+    eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros((3, 3), Q0.dtype)
+    _, dR, _, d_phi = down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
     dR_p = dR[top.parent[:-1]]  # the parent's rotation increment (0 for the ground)
     A = jnp.concatenate([(jnp.einsum("lij,ljkz->likz", dR_p, dM) + dK).reshape(-1, 9, 9),
                          jnp.einsum("lij,ljz->liz", dR_p, da) + db], axis=1)  # (L, 12, 9)
     At = jnp.swapaxes(A, 1, 2)
     padding = jnp.asarray((slots == tree.n_dof)[:, :, None] * np.eye(9), u.dtype)  # slots a link does not have
-    return TangentInverse(jnp.linalg.solve(At @ A + padding, At), M, a)
+    inverse = TangentInverse(jnp.linalg.solve(At @ A + padding, At), maps[0], maps[2])
+    return _to_blocks(top, tree.n_blocks, d_phi[:-1], jnp.swapaxes(dR[:-1], -1, -2)), inverse
 
 
 def increment_rates(tree: Tree, inverse: TangentInverse, dq):
-    """δu = F_u⁻¹ δq (n_dof,) for δq (n_q,), F_u⁻¹ from :func:`tangent_inverse`: per link, the
+    """δu = F_u⁻¹ δq (n_dof,) for δq (n_q,), F_u⁻¹ from :func:`increments_and_inverse`: per link, the
     right-hand sides of its 12 equations from its child's and parent's blocks of δq, times pinv."""
     if not tree.links:
         return jnp.zeros(0, dq.dtype)

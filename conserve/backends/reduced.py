@@ -50,7 +50,7 @@ from ..model.assembled import Model, State
 from . import director, loops
 from .base import Carry, StepBackend, map_steps
 from .director import check_options, linear_solver
-from .null_space import increment_rates, increments, null_space, tangent_inverse, velocities
+from .null_space import increment_rates, increments, increments_and_inverse, null_space, velocities
 
 
 @dataclass(frozen=True)
@@ -221,24 +221,25 @@ class Lifted:
     tree rows, G(q_{n+1}) δq = 0, put δq in the tangent space, the range of F_u — followed by
     δu = F_u⁻¹ δq link by link (:func:`~conserve.backends.null_space.increment_rates`): the
     director's factorisation (``inner``, e.g. a :class:`~conserve.discrete.linear.BlockTree`)
-    serves, and the reduced step costs O(N) like the director step. The factors keep F_u⁻¹ at
-    the x̂ they were formed at (:func:`~conserve.backends.null_space.tangent_inverse`), for their
-    chords."""
+    serves, and the reduced step costs O(N) like the director step. The Jacobian is formed with
+    lift(x̂) and F_u⁻¹ from the same link maps
+    (:func:`~conserve.backends.null_space.increments_and_inverse`), and the factors keep that F_u⁻¹
+    for their chords."""
 
     inner: object
     director_residual: object  # x (n,) -> r (n,)
     director_weights: object  # x (n,) -> w (n,)
-    lift: object  # x̂ -> x
-    tangent_inverse: object  # x̂ -> F_u⁻¹ (TangentInverse)
+    linearize: object  # x̂ -> (lift(x̂), F_u⁻¹ (TangentInverse))
     pullback: object  # (F_u⁻¹, δx) -> δx̂
     select: np.ndarray  # the rows of r̂ among the director's
     size: int  # the director's unknowns
 
-    def jacobian(self, residual, x):
-        return self.inner.jacobian(self.director_residual, self.lift(x)), x
+    def jacobian(self, residual, x):  # (the director's J at lift(x̂), F_u⁻¹, lift(x̂))
+        xd, inverse = self.linearize(x)
+        return self.inner.jacobian(self.director_residual, xd), inverse, xd
 
     def factorise(self, J):
-        return self.inner.factorise(J[0]), self.tangent_inverse(J[1])
+        return self.inner.factorise(J[0]), J[1]
 
     def solve(self, factors, r):
         inner_factors, inverse = factors
@@ -246,8 +247,7 @@ class Lifted:
         return self.pullback(inverse, self.inner.solve(inner_factors, rhs))
 
     def abs_times(self, J, w):  # |J| at the director's own scales of lift(x̂) (a bound for the round-off test)
-        blocks, x = J
-        xd = self.lift(x)
+        blocks, _, xd = J
         return self.inner.abs_times(blocks, self.director_weights(xd))[self.select]
 
 
@@ -268,11 +268,15 @@ def _structured_form(model: Model, state: State, t, h, inner):
     def pullback(inverse, dxd):
         return jnp.concatenate([increment_rates(tree, inverse, dxd[:nq]), dxd[nq:]])
 
+    def linearize(x):
+        dq, inverse = increments_and_inverse(tree, Q0, x[:nd])
+        return jnp.concatenate([dq, x[nd:]]), inverse
+
     def residual(x):
         return director_residual(lift(x))[select]
 
-    linear = Lifted(inner, director_residual, partial(director.weights, state), lift,
-                    lambda x: tangent_inverse(tree, Q0, x[:nd]), pullback, select, nq + nc + 2 * nr)
+    linear = Lifted(inner, director_residual, partial(director.weights, state), linearize, pullback, select,
+                    nq + nc + 2 * nr)
     return residual, lift, select, linear
 
 
@@ -304,7 +308,8 @@ def step_structured(model: Model, state: State, lam, t, h, newton, inner, memory
     # predictor: the director's Δq (a free spin turned by cay(hω)) mapped to minimal increments by
     # the last step's F_u⁻¹ (to O(h²) as good as this step's, and free; without factors yet u = 0)
     xd0 = director._initial_guess(model, state, lam, h)
-    inverse = tangent_inverse(tree, Q0, jnp.zeros(nd, xd0.dtype)) if memory is None else memory.factors[1]
+    inverse = (increments_and_inverse(tree, Q0, jnp.zeros(nd, xd0.dtype))[1] if memory is None
+               else memory.factors[1])
     u0 = increment_rates(tree, inverse, xd0[:nq])
     x0 = jnp.concatenate([u0, xd0[nq:]])
     size = jnp.concatenate([jnp.zeros(nq), model.constraint_magnitudes(state.q, state.theta, state.s),

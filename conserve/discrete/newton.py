@@ -161,6 +161,25 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     return x, k.astype(jnp.int32), converged > 0, history, memory
 
 
+def run_if(pred, fn, otherwise):
+    """``fn()`` if ``pred`` else ``otherwise`` (a pytree like fn's result), as a ``while_loop`` run
+    at most once rather than a ``lax.cond``: alone the same, but under ``jax.vmap`` (an ensemble,
+    :mod:`conserve.ensemble`) a cond with a batched predicate becomes a select that evaluates fn
+    for every member at every call, while the loop runs fn (for all members, keeping its result
+    where pred holds) only when some member's pred holds — a Newton Jacobian only when some
+    member needs one, a step only while some member is still running. What fn closes over passes
+    an optimisation barrier with the loop's flag, or XLA would hoist fn's work out of the loop (it
+    depends on nothing the loop changes) and always do it; it stays a constant of the loop, not
+    carried, so what the members share is not copied per member."""
+    converted, consts = jax.closure_convert(fn)
+
+    def body(carry):
+        flag, tied = jax.lax.optimization_barrier((carry[0], consts))
+        return ~flag, converted(*tied)
+
+    return jax.lax.while_loop(lambda carry: carry[0], body, (pred, otherwise))[1]
+
+
 def empty_memory(residual, x0, linear=Dense()) -> NewtonMemory:
     """A :class:`NewtonMemory` without factors (zeros of the solver's factor shapes, ``valid`` False)."""
     shapes = jax.eval_shape(lambda x: linear.factorise(linear.jacobian(residual, x)), x0)
@@ -204,7 +223,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         contracting = jnp.where(fresh, (k > 0) & (rate <= CHORD_CONTRACTION) & (chord_size**2 <= options.tol * last_dx),
                                 have & (k + 3 < n_max) & ((k == 0) | (rate <= CHORD_CONTRACTION)))
 
-        def newton(_):
+        def newton():
             J = linear.jacobian(residual, x)
             new_factors = linear.factorise(J)
             dx = linear.solve(new_factors, -r)
@@ -219,9 +238,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             return x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, jnp.asarray(jnp.inf, x.dtype)
 
         chord_rate = jnp.where(k > 0, rate, jnp.inf)
-        x_new, factors, fresh, done, last_dx, last_rate = jax.lax.cond(
-            chord_ok | contracting, lambda _: (x + chord, factors, fresh, chord_ok, chord_size, chord_rate),
-            newton, None)
+        x_new, factors, fresh, done, last_dx, last_rate = run_if(
+            ~(chord_ok | contracting), newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate))
         return (x_new, factors, jnp.bool_(True), fresh, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx,
                 last_rate, x, r)
 

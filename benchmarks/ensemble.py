@@ -1,0 +1,114 @@
+"""Benchmark: an ensemble of 1,000 heavy tops with perturbed spin, cs.simulate_batch against a
+Python loop of single cs.simulate calls, in the same run.
+
+    taskset -c 0 python benchmarks/ensemble.py     # writes benchmarks/results/ensemble.md
+
+Pinned to CPU 0 at start (os.sched_setaffinity). Every member is ``conserve.problems.HeavyTop``
+with its spin about the figure axis raised by ε·ω_s, ε evenly in [−1 %, +1 %]; T = 1 s at
+Δt = 1e-3 (1,000 steps), director backend, default options.
+
+* loop: ``cs.simulate`` of one member after another (the same assembly with the member's initial
+  state, so every call reuses the one compiled chunk); wall time per call, the mean over the
+  first ``LOOP`` members after a warm-up call, times the number of members.
+* ensemble: ``cs.simulate_batch(assembly, T, dt, initial_states=...)``: the first call's wall
+  time (with compilation) and a second call's (compiled; both include building the Solutions).
+
+Same results: the looped members against the ensemble's, max |Δq| over the first 10 steps and
+over the whole run (both solve every step to the Newton tolerance, which leaves Δq open to
+~1e-17 and the velocities 2Δq/h to ~2e-14, and the fast top amplifies differences ~10⁴-fold
+over 200 steps; see tests/test_ensemble.py); the energy error max |E − E0|/|E0| of every member.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import conserve as cs
+from conserve.problems import HeavyTop
+
+from _peers import pin_to_core0
+
+OUT = Path(__file__).parent / "results" / "ensemble.md"
+MEMBERS, LOOP, T, DT = 1000, 50, 1.0, 1e-3
+
+
+def states(assembly, n):
+    """n initial states: the top's spin about its figure axis d3 scaled by 1 + ε, ε in [−1 %, 1 %]."""
+    s = assembly.initial_state
+    q, v = np.asarray(s.q).reshape(-1, 3), np.asarray(s.v).reshape(-1, 3)
+    omega = 0.5 * np.sum(np.cross(q[1:4], v[1:4]), axis=0)
+    spin = HeavyTop().omega_s
+    return [s._replace(v=jnp.asarray(np.cross(omega + eps * spin * q[3], q).ravel()))
+            for eps in np.linspace(-0.01, 0.01, n)]
+
+
+def energy_error(sol):
+    E = sol.energy.total
+    return float(np.max(np.abs(E - E[0])) / abs(E[0]))
+
+
+def main():
+    pin_to_core0()
+    load = os.getloadavg()[0]
+    assembly = HeavyTop().system().assemble()
+    members = states(assembly, MEMBERS)
+
+    tic = time.perf_counter()
+    cs.simulate(replace(assembly, initial_state=members[0]), T, DT)
+    loop_first = time.perf_counter() - tic
+    loop, walls = [], []
+    for s in members[:LOOP]:
+        tic = time.perf_counter()
+        loop.append(cs.simulate(replace(assembly, initial_state=s), T, DT))
+        walls.append(time.perf_counter() - tic)
+    per_call = float(np.mean(walls))
+
+    tic = time.perf_counter()
+    compile_time = cs.simulate_batch(assembly, T, DT, initial_states=members).stats["compile_time"]
+    first = time.perf_counter() - tic
+    tic = time.perf_counter()
+    ensemble = cs.simulate_batch(assembly, T, DT, initial_states=members)
+    wall = time.perf_counter() - tic
+
+    early = max(float(np.max(np.abs(a.q[:11] - b.q[:11]))) for a, b in zip(loop, ensemble))
+    whole = max(float(np.max(np.abs(a.q - b.q))) for a, b in zip(loop, ensemble))
+    energy = max(energy_error(sol) for sol in ensemble)
+    steps = MEMBERS * round(T / DT)
+    loop_total = per_call * MEMBERS
+    lines = [
+        "# Ensemble: 1,000 heavy tops, cs.simulate_batch vs a loop of cs.simulate", "",
+        f"Same machine, same run, pinned to CPU {sorted(os.sched_getaffinity(0))} (os.sched_setaffinity; "
+        "run with `taskset -c 0 python benchmarks/ensemble.py`), load average at start "
+        f"{load:.2f}; conserve {cs.__version__}, jax {jax.__version__}. {MEMBERS} members, T = {T:g} s, "
+        f"Δt = {DT:g} ({round(T / DT)} steps each), director backend. Details in the docstring of "
+        "benchmarks/ensemble.py.", "",
+        "| run | wall time | per member | per member-step |",
+        "|---|---|---|---|",
+        f"| loop of cs.simulate (mean of {LOOP} calls × {MEMBERS}) | {loop_total:.1f} s | {per_call * 1e3:.1f} ms | "
+        f"{per_call / round(T / DT) * 1e6:.1f} µs |",
+        f"| cs.simulate_batch, first call (with compilation, {compile_time:.1f} s) | {first:.1f} s "
+        f"| {first / MEMBERS * 1e3:.1f} ms | {first / steps * 1e6:.1f} µs |",
+        f"| cs.simulate_batch, compiled | {wall:.1f} s | {wall / MEMBERS * 1e3:.1f} ms | {wall / steps * 1e6:.1f} µs |",
+        f"| (of which the vmapped run) | {ensemble.stats['run_time']:.1f} s | "
+        f"{ensemble.stats['run_time'] / MEMBERS * 1e3:.1f} ms | {ensemble.stats['run_time'] / steps * 1e6:.1f} µs |",
+        "",
+        f"Throughput ensemble ÷ loop: **{loop_total / wall:.1f}×** compiled, {(loop_total + loop_first) / first:.1f}× "
+        "counting each side's first call (compilation). Target ≥ 20×: "
+        f"{'met' if loop_total / wall >= 20 else 'NOT met'}.", "",
+        f"Same results: looped members vs the ensemble's, max |Δq| over the first 10 steps {early:.1e} m, over "
+        f"the whole run {whole:.1e} m; energy error of every member ≤ {energy:.1e}; "
+        f"{len(ensemble.failures)} failed members.", ""]
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

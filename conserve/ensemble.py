@@ -1,0 +1,291 @@
+"""simulate_batch(members, t_end, dt, ...) -> Ensemble: one compiled run vmapped over members.
+
+An ensemble is many runs of one model structure — the same parts, joints, element kinds and
+laws — that differ in their numbers: initial states, masses and inertias, spring and damper
+constants, rotor inertias, joint geometry, everything the assembled model holds as an array.
+Its members are stacked along a leading axis (numbers the members share are stored once) and
+the chunk of :func:`conserve.simulate` runs for all of them at once under ``jax.vmap``: one
+compilation, one call per chunk, and the small arrays of a small model become wide ones, which
+is where a CPU spends its time efficiently. Every member is the same discrete step as alone
+(energy, momentum, constraints exact per member); its Newton iteration runs until *every*
+member has converged, each member stopping its own corrections once converged.
+
+A member whose step fails keeps its steps up to the failure, which is recorded (not raised);
+the others run on. Laws are compared by what they compute (:mod:`conserve.fingerprint`:
+their code and the constants they close over), so two members built by the same function
+share them, while members whose motor laws use different gains in a closure are refused (their
+structure differs: make the gain a number the model holds, e.g. a joint spring, or run them
+apart).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .backends import ReferenceBackend
+from .errors import ConvergenceError, InconsistentInitialState, ModelError
+from .fingerprint import fingerprint
+from .model.assembled import State
+from .model.system import POSITION_TOL, VELOCITY_TOL, as_assembly
+from .model.terms import ROUNDOFF
+from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, compile_chunks, model_axes,
+                       piece, resolve_backend, time_grid, warn_coarse_steps)
+from .solution import Solution, node_diagnostics
+
+
+@dataclass
+class Ensemble:
+    """Result of :func:`simulate_batch`: one :class:`~conserve.Solution` per member.
+
+    Attributes
+    ----------
+    members : list of Solution, in the order given (a failed member: its steps up to the failure)
+    failures : {member index: :class:`~conserve.errors.ConvergenceError`} of the members whose
+        step failed (the error is recorded, not raised; its ``partial_solution`` is the member)
+    stats : backend, members, steps, compile_time (s), run_time (s, after compilation, all
+        members), time_per_member_step (s)
+    """
+
+    members: list
+    failures: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.members)
+
+    def __getitem__(self, i) -> Solution:
+        return self.members[i]
+
+    def __iter__(self):
+        return iter(self.members)
+
+    def stack(self, quantity):
+        """``quantity(solution)`` (an array with the time nodes or steps first) of every member,
+        stacked to (n_members, n, ...); a failed member's missing nodes are NaN."""
+        values = [np.asarray(quantity(m), float) for m in self.members]
+        n = max(v.shape[0] for v in values)
+        out = np.full((len(values), n, *values[0].shape[1:]), np.nan)
+        for i, v in enumerate(values):
+            out[i, :v.shape[0]] = v
+        return out
+
+    def to_xarray(self):
+        """The members' :meth:`conserve.Solution.to_xarray` datasets along a new
+        dimension ``member`` (a failed member's missing times are NaN)."""
+        import xarray as xr
+
+        return xr.concat([m.to_xarray() for m in self.members], dim="member", join="outer")
+
+
+def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director", newton=None, t0=0.0,
+                   chunk=CHUNK, progress=None) -> Ensemble:
+    """Integrate every member of an ensemble from t0 to t_end with the step dt, in one compiled,
+    vmapped run (see the module docstring).
+
+    Parameters
+    ----------
+    members : a sequence of Systems or Assemblies of one structure (they may differ in any
+        number their models hold and in their initial states), or one System/Assembly whose
+        ``initial_states`` are given
+    initial_states : with one system: a sequence of :class:`~conserve.model.assembled.State`
+        (e.g. from ``assembly.initial_state`` with other velocities), or one State whose arrays
+        have a leading member axis. Each is checked against the constraints (positions and
+        velocities) as at assembly.
+    backend, newton, t0, chunk : as in :func:`conserve.simulate` (a step backend: "director",
+        "reduced" or a backend object)
+    progress : optional ``progress(steps_done, n_steps)`` after every chunk (the furthest member)
+
+    Returns
+    -------
+    :class:`Ensemble`. A member whose step fails is kept up to the failure and recorded in
+    ``failures``; the run goes on for the others.
+    """
+    assemblies, states = _members(members, initial_states)
+    t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
+    backend = resolve_backend(backend, newton)
+    if isinstance(backend, ReferenceBackend):
+        raise ModelError(f"simulate_batch: backend '{backend.name}' is a reference integrator; an ensemble needs a "
+                         "step backend ('director', 'reduced').")
+    first = assemblies[0]
+    model, batch, models = _stacked_models(assemblies)
+    state = jax.tree.map(lambda *a: jnp.stack(a), *states)
+    _check_states(model, batch, state, first)
+    _warn_coarse_members(assemblies, states, dt)
+    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, **backend_settings(backend, False)}
+    backend = backend.prepare(first.model, states[0])
+    carry = _per_member(backend.init, batch, model, state)
+    diagnostics = _per_member(node_diagnostics, batch, model, state)
+    pieces = [[{**{f"node_{k}": np.asarray(getattr(state, k))[i][None] for k in NODE_FIELDS},
+                **{f"diag_{k}": np.asarray(a)[i][None] for k, a in diagnostics.items()}}] for i in range(len(states))]
+
+    m = len(states)
+    n, failed, failures = np.zeros(m, np.int32), np.zeros(m, bool), {}
+    args = (model, carry, jnp.asarray(n), jnp.asarray(n), jnp.float64(t0), jnp.float64(dt))
+    run, compile_time = compile_chunks(backend, chunk, args, batch)
+    tic = time.perf_counter()
+    while np.any((n < n_steps) & ~failed):
+        n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed
+        (carry, n_new, failed_now, failure), out = run(model, carry, jnp.asarray(n), jnp.asarray(n_end),
+                                                       jnp.float64(t0), jnp.float64(dt))
+        out, n_new, failed_now = jax.tree.map(np.asarray, out), np.asarray(n_new), np.asarray(failed_now)
+        for i in range(m):
+            if n_new[i] > n[i]:
+                pieces[i].append(piece(jax.tree.map(lambda a: a[i], out), n_new[i] - n[i]))
+            if failed_now[i]:
+                failures[i] = (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
+        n, failed = n_new, failed | failed_now
+        if progress is not None:
+            progress(int(np.max(n)), n_steps)
+    run_time = time.perf_counter() - tic
+
+    solutions, errors = [], {}
+    for i in range(m):
+        assembly = replace(assemblies[i], model=models(i), initial_state=states[i])
+        sol, error = assemble_solution(assembly, settings, backend, pieces[i], int(n[i]), i in failures,
+                                       failures.get(i), compile_time, run_time)
+        solutions.append(sol)
+        if error is not None:
+            errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
+                                         time=error.time, residual_history=error.residual_history)
+    stats = {"backend": backend.name, "members": m, "steps": n_steps, "compile_time": compile_time,
+             "run_time": run_time, "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
+    return Ensemble(solutions, errors, stats)
+
+
+def _members(members, initial_states):
+    """(assemblies, initial states) of the members, one each."""
+    if initial_states is not None:
+        if isinstance(members, (list, tuple)):
+            raise ModelError("simulate_batch: give either members (a list of systems) or one system with "
+                             "initial_states, not both.")
+        assembly = as_assembly(members, "simulate_batch")
+        if isinstance(initial_states, State):
+            sizes = {np.shape(a)[0] if np.ndim(a) else None for a in initial_states}
+            if len(sizes) != 1 or None in sizes:
+                raise ModelError("simulate_batch: a State of initial_states needs one leading member axis on "
+                                 f"every array, got shapes {[np.shape(a) for a in initial_states]}.")
+            initial_states = [State(*(a[i] for a in initial_states)) for i in range(sizes.pop())]
+        states = [_state(assembly, s, i) for i, s in enumerate(initial_states)]
+        assemblies = [assembly] * len(states)
+    else:
+        if not isinstance(members, (list, tuple)):
+            raise ModelError("simulate_batch: members must be a list of systems (or give one system with "
+                             "initial_states=...).")
+        assemblies = [as_assembly(s, "simulate_batch") for s in members]
+        states = [a.initial_state for a in assemblies]
+    if not states:
+        raise ModelError("simulate_batch: an ensemble needs at least one member.")
+    return assemblies, states
+
+
+def _state(assembly, s, i):
+    """The member's State in float64, checked against the assembly's shapes."""
+    if not isinstance(s, State):
+        raise ModelError(f"simulate_batch: initial_states[{i}] must be a conserve State (e.g. assembly.initial_state "
+                         f"with new arrays: state._replace(v=...)), got {type(s).__name__}.")
+    s = State(*(jnp.asarray(a, jnp.float64) for a in s))
+    for name, a, b in zip(State._fields, s, assembly.initial_state):
+        if a.shape != b.shape:
+            raise ModelError(f"simulate_batch: initial_states[{i}].{name} has shape {a.shape}; the system's is "
+                             f"{b.shape}.")
+    return s
+
+
+def _stacked_models(assemblies):
+    """(the members' models stacked: a leaf every member shares is kept once, the others get a
+    leading member axis; per leaf 0 or None; member i's own model as a function of i), after
+    checking that the members have one structure and the same laws."""
+    first = assemblies[0]
+    treedef = jax.tree.structure(first.model)
+    skeleton, laws = _skeleton(first), None
+    for i, a in enumerate(assemblies):
+        if a is first or jax.tree.structure(a.model) == treedef:
+            continue
+        if _skeleton(a) != skeleton:
+            raise ModelError(f"simulate_batch: member {i} has another structure than member 0 (its parts, joints, "
+                             "constraint rows, joint coordinates or array sizes differ); an ensemble runs one "
+                             "structure.")
+        laws = laws or fingerprint(first)  # other law objects: equal if they compute the same
+        mine = fingerprint(a)
+        if mine["laws"] != laws["laws"] or mine["opaque"] or laws["opaque"]:
+            raise ModelError(
+                f"simulate_batch: member {i}'s laws (motor, force, constraint or potential functions) differ "
+                "from member 0's in their code or in the constants they close over"
+                + (f", or cannot be compared ({mine['opaque'] or laws['opaque']})" if mine["opaque"] or laws["opaque"]
+                   else "")
+                + "; members may differ only in the numbers their models hold (masses, inertias, spring "
+                  "constants, geometry, initial states). Build every member's laws by the same function with the "
+                  "same constants, or run members with other laws apart.")
+    columns = list(zip(*(jax.tree.leaves(a.model) for a in assemblies)))
+    batch = tuple(None if all(np.array_equal(c[0], x) for x in c[1:]) else 0 for c in columns)
+    stacked = [c[0] if b is None else jnp.stack([jnp.asarray(x) for x in c]) for c, b in zip(columns, batch)]
+
+    def member(i):
+        return jax.tree.unflatten(treedef, [x if b is None else x[i] for x, b in zip(stacked, batch)])
+
+    return jax.tree.unflatten(treedef, stacked), batch, member
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _per_member(fn, batch, model, state):
+    """fn(model, state) of every member: vmapped, the model's leaves by ``batch``, the states by
+    their leading axis (compiled once per function, model structure and batch)."""
+    return jax.vmap(fn, in_axes=(model_axes(model, batch), 0))(model, state)
+
+
+def _skeleton(assembly):
+    """What members must share besides their laws: the names of parts, constraint rows, joint
+    coordinates, work entries and rotors, and the shapes of the model's arrays."""
+    layout = assembly.layout
+    names = (tuple(p.name for p in layout.parts), tuple(map(tuple, layout.constraint_rows)),
+             tuple(layout.dropped_rows), tuple(layout.coordinate_names), tuple(layout.work_names),
+             tuple(r.name for r in layout.rotors), tuple(r.name for r in layout.body_rotors))
+    return names, tuple((np.shape(x), jnp.result_type(x)) for x in jax.tree.leaves(assembly.model))
+
+
+def _initial_gaps(model, state):
+    """(|g|, its tolerance, |G v'|, its tolerance) of one member at its initial state (the
+    checks of :func:`conserve.model.system.checked_constraints`, v' = (v, θ'))."""
+    theta_rate = model.rotor_relative_rates(state.q, state.v, state.p)
+    g, rate = jax.jvp(model.initial_constraints, (state.q, state.theta), (state.v, theta_rate))
+    G = jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta)
+    s0 = model.coordinate_values(state.q)
+    tol = POSITION_TOL + ROUNDOFF * model.all_constraints(state.q, state.theta, s0, "magnitude")
+    vtol = VELOCITY_TOL * (1.0 + jnp.abs(G[0]) @ jnp.abs(state.v) + jnp.abs(G[1]) @ jnp.abs(theta_rate))
+    return jnp.abs(g), tol, jnp.abs(rate), vtol
+
+
+def _check_states(model, batch, state, first):
+    """Raise InconsistentInitialState naming the first member and joint whose initial positions or
+    velocities leave the constraints (all members at once, compiled)."""
+    if not first.layout.constraint_rows:
+        return
+    gap, tol, rate, vtol = (np.asarray(a) for a in _per_member(_initial_gaps, batch, model, state))
+    for what, value, bound in (("positions", gap, tol), ("velocities", rate, vtol)):
+        bad = ~(value <= bound)  # also NaN
+        if np.any(bad):
+            i, row = (int(k) for k in np.argwhere(bad)[0])
+            owner, name = first.layout.constraint_rows[row][:2]
+            raise InconsistentInitialState(
+                f"simulate_batch: member {i}: the initial {what} violate '{owner}' ({name}: {value[i, row]:.3g}, "
+                f"allowed {bound[i, row]:.3g}); {int(np.sum(np.any(bad, axis=1)))} member(s) are off the "
+                "constraints. Give each member positions and velocities its joints allow (e.g. build its state "
+                "from a system assembled with them).")
+
+
+def _warn_coarse_members(assemblies, states, dt):
+    """simulate's CoarseStepWarning, once, for the first member that turns too fast per step."""
+    for i, (a, s) in enumerate(zip(assemblies, states)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warn_coarse_steps(replace(a, initial_state=s), dt)
+        if caught:
+            warnings.warn(f"member {i}: {caught[0].message}", caught[0].category, stacklevel=3)
+            return
