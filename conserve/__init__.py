@@ -13,6 +13,7 @@ from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Fo
                     JointSpringDamper, Parallel, Perpendicular, Planar, PointMass, Potential, Prismatic,
                     Revolute, RigidBody, Rope, Rotor, Spherical, SpringDamper, System, Torque,
                     Universal, ground)
+from .model.parameters import Parameter
 from .model.terms import BodyState, JointState, RotorState
 from .linearize import Linearization, linearize
 from .reactions import Reaction, joint_reactions
@@ -32,6 +33,6 @@ __all__ = [
     "BodyState", "JointState",
     "Spherical", "SpringDamper",
     "System", "Torque", "Universal", "ground", "resume", "simulate", "Solution", "linearize", "Linearization",
-    "joint_reactions", "Reaction", "step", "trajectory", "initial_state", "energy",
-    "enable_compilation_cache", "simulate_batch", "Ensemble",
+    "joint_reactions", "Reaction", "step", "initial_state", "energy",
+    "enable_compilation_cache", "simulate_batch", "Ensemble", "Parameter", "trajectory",
 ]

@@ -33,6 +33,7 @@ from .backends import ReferenceBackend
 from .errors import ConvergenceError, InconsistentInitialState, ModelError
 from .fingerprint import fingerprint
 from .model.assembled import State
+from .model.parameters import bound
 from .model.system import POSITION_TOL, VELOCITY_TOL, as_assembly
 from .model.terms import ROUNDOFF
 from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, compile_chunks, model_axes,
@@ -46,7 +47,8 @@ class Ensemble:
 
     Attributes
     ----------
-    members : list of Solution, in the order given (a failed member: its steps up to the failure)
+    members : list of Solution, in the order given (a failed member: its steps up to the failure;
+        its ``stats["run_time"]`` its share of the ensemble's)
     failures : {member index: :class:`~conserve.errors.ConvergenceError`} of the members whose
         step failed (the error is recorded, not raised; its ``partial_solution`` is the member)
     stats : backend, members, steps, compile_time (s), run_time (s, after compilation, all
@@ -149,7 +151,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     for i in range(m):
         assembly = replace(assemblies[i], model=models(i), initial_state=states[i])
         sol, error = assemble_solution(assembly, settings, backend, pieces[i], int(n[i]), i in failures,
-                                       failures.get(i), compile_time, run_time)
+                                       failures.get(i), compile_time, run_time / m)  # its share of the run
         solutions.append(sol)
         if error is not None:
             errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
@@ -237,7 +239,11 @@ def _stacked_models(assemblies):
 def _per_member(fn, batch, model, state):
     """fn(model, state) of every member: vmapped, the model's leaves by ``batch``, the states by
     their leading axis (compiled once per function, model structure and batch)."""
-    return jax.vmap(fn, in_axes=(model_axes(model, batch), 0))(model, state)
+    def member(model, state):
+        with bound(model.parameters):
+            return fn(model, state)
+
+    return jax.vmap(member, in_axes=(model_axes(model, batch), 0))(model, state)
 
 
 def _skeleton(assembly):
@@ -268,14 +274,14 @@ def _check_states(model, batch, state, first):
     if not first.layout.constraint_rows:
         return
     gap, tol, rate, vtol = (np.asarray(a) for a in _per_member(_initial_gaps, batch, model, state))
-    for what, value, bound in (("positions", gap, tol), ("velocities", rate, vtol)):
-        bad = ~(value <= bound)  # also NaN
+    for what, value, allowed in (("positions", gap, tol), ("velocities", rate, vtol)):
+        bad = ~(value <= allowed)  # also NaN
         if np.any(bad):
             i, row = (int(k) for k in np.argwhere(bad)[0])
             owner, name = first.layout.constraint_rows[row][:2]
             raise InconsistentInitialState(
                 f"simulate_batch: member {i}: the initial {what} violate '{owner}' ({name}: {value[i, row]:.3g}, "
-                f"allowed {bound[i, row]:.3g}); {int(np.sum(np.any(bad, axis=1)))} member(s) are off the "
+                f"allowed {allowed[i, row]:.3g}); {int(np.sum(np.any(bad, axis=1)))} member(s) are off the "
                 "constraints. Give each member positions and velocities its joints allow (e.g. build its state "
                 "from a system assembled with them).")
 

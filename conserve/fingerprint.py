@@ -23,6 +23,8 @@ import types
 import jax
 import numpy as np
 
+from .model.parameters import Parameter
+
 #: Packages whose callables and classes are hashed by qualified name (their code is versioned).
 LIBRARIES = ("jax", "jaxlib", "numpy", "scipy", "conserve", "math", "builtins", "functools", "operator",
              "typing", "collections")
@@ -75,6 +77,8 @@ class _Hasher:
         if isinstance(x, (np.ndarray, np.generic, jax.Array)):
             a = np.asarray(x)
             return self._put("array", a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
+        if isinstance(x, Parameter):  # its value is the model's, not the law's: only its name counts
+            return self._put("parameter", x.name)
         if id(x) in self._seen:  # recursion (a function reading itself through its globals)
             return self._put("seen", type(x).__name__)
         self._seen[id(x)] = x

@@ -25,6 +25,7 @@ from .backends import BACKENDS, Carry, ReferenceBackend, StepBackend, StepOutput
 from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ConvergenceError, ModelError, SimulationError
 from .model.assembled import Model, State
+from .model.parameters import bound
 from .model.system import as_assembly
 from .solution import Solution, layout_record, node_diagnostics
 
@@ -54,7 +55,8 @@ def _chunk_fn(backend: StepBackend, length, batch=None):
     :mod:`conserve.ensemble`)."""
     def run(model: Model, carry: Carry, n0, n_end, t0, h):
         def evaluate(carry, t):
-            new, record = backend.step(model, carry, t, h)
+            with bound(model.parameters):  # the laws' Parameters read the model's values
+                new, record = backend.step(model, carry, t, h)
             return new, record, node_diagnostics(model, new.state)
 
         # one abstract evaluation gives what a skipped step returns and the failure record's shape

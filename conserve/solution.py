@@ -16,16 +16,20 @@ from . import export
 from .kinematics.rotations import rotation_to_quaternion
 from .kinematics.rotations import angular_velocity
 from .model.assembled import Energy, Model, State
+from .model.parameters import bound
 
 def node_diagnostics(model: Model, state: State):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s), the
     size of the terms of both (:meth:`Model.momentum_scales`) and the max-norm residual of *all*
-    constraint rows (dropped redundant ones included) at one node."""
-    g = model.all_constraints(state.q, state.theta, state.s)
+    constraint rows (dropped redundant ones included) at one node (user laws that read
+    :class:`~conserve.model.parameters.Parameter` s see the model's values)."""
+    with bound(model.parameters):
+        g = model.all_constraints(state.q, state.theta, state.s)
+        potential = model.potential_energy(state.q, state.s)
     J_scale, L_scale = model.momentum_scales(state.q, state.v, state.p)
     return {"kinetic_energy": model.kinetic_energy(state.v, state.p),
             "angular_momentum_scale": J_scale, "linear_momentum_scale": L_scale,
-            "potential_energy": model.potential_energy(state.q, state.s),
+            "potential_energy": potential,
             "linear_momentum": model.linear_momentum(state.v),
             "angular_momentum": model.angular_momentum(state.q, state.v, state.p),
             "constraint_residual": jnp.max(jnp.abs(g)) if g.size else jnp.zeros((), state.q.dtype),

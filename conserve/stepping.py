@@ -32,6 +32,7 @@ from .discrete.newton import Newton
 from .discrete.scheme import StepRecord
 from .errors import ModelError
 from .model.assembled import Energy, Model, State
+from .model.parameters import bound
 from .model.system import Assembly, as_assembly
 
 __all__ = ["energy", "initial_state", "step", "trajectory"]
@@ -71,7 +72,8 @@ def step(model, state: State, t, h, *, backend="director", newton: Newton = Newt
     model, backend = _model(model, "step"), _stepper(backend, newton, "step")
     dtype = state.q.dtype
     lam = jnp.zeros(model.n_constraints, dtype) if multipliers is None else jnp.asarray(multipliers, dtype)
-    carry, record = backend.step(model, Carry(state, lam), jnp.asarray(t, dtype), jnp.asarray(h, dtype))
+    with bound(model.parameters):  # the laws' Parameters read the model's (possibly traced) values
+        carry, record = backend.step(model, Carry(state, lam), jnp.asarray(t, dtype), jnp.asarray(h, dtype))
     return carry.state, record
 
 
@@ -106,7 +108,8 @@ def trajectory(model, state: State, t0, h, n_steps: int, *, backend="director",
 
     @jax.checkpoint
     def advance(carry, k):
-        new, record = backend.step(model, carry, t0 + k * h, h)
+        with bound(model.parameters):
+            new, record = backend.step(model, carry, t0 + k * h, h)
         return new, (new.state, record)
 
     _, (states, records) = jax.lax.scan(advance, Carry(state, jnp.zeros(model.n_constraints, dtype)),
@@ -140,5 +143,6 @@ def energy(model, state: State) -> Energy:
     if isinstance(model, Assembly):
         model = model.model
     kinetic = model.kinetic_energy(state.v, state.p)
-    potential = model.potential_energy(state.q, state.s)
+    with bound(model.parameters):
+        potential = model.potential_energy(state.q, state.s)
     return Energy(kinetic, potential, kinetic + potential)

@@ -97,3 +97,27 @@ def test_members_built_alike_share_their_laws():
     assert abs(ensemble[0].p[-1, 0] - ensemble[1].p[-1, 0]) > 1e-3  # the inertias did differ
     with pytest.raises(cs.ModelError, match=r"member 1's laws .* differ"):
         cs.simulate_batch([light, problems.spacecraft(torque=0.07)], 0.01, 1e-3)
+
+
+def _driven(gain):
+    """P3a whose wheel motors read the amplitude from a Parameter (N m)."""
+    amplitude = cs.Parameter("gain", gain)
+    return problems.spacecraft(laws=[lambda t, i=i: amplitude.value * jnp.sin(2 * jnp.pi * t / 5 + i) for i in range(3)])
+
+
+def test_a_parameter_read_by_laws_is_a_number_of_the_model():
+    """A motor gain as cs.Parameter: assembly finds it (model.parameters); members built with
+    other gains share their laws and form an ensemble, each member its own run; two different
+    parameters of one name are refused."""
+    assembly = _driven(0.05).assemble()
+    assert set(assembly.model.parameters) == {"gain"} and float(assembly.model.parameters["gain"]) == 0.05
+    ensemble = cs.simulate_batch([_driven(0.05), _driven(0.08)], 0.2, 1e-2)
+    for gain, sol in zip((0.05, 0.08), ensemble):
+        alone = cs.simulate(_driven(gain), 0.2, 1e-2)
+        assert np.max(np.abs(sol.q - alone.q)) <= 1e-13 and np.max(np.abs(sol.p - alone.p)) <= 1e-13
+        assert np.max(np.abs(sol.energy_balance_error)) <= 1e-12 * abs(sol.energy.total[0])
+    assert np.max(np.abs(ensemble[0].p - ensemble[1].p)) > 1e-3  # the gains did differ
+    a, b = cs.Parameter("gain", 1.0), cs.Parameter("gain", 2.0)
+    twice = problems.spacecraft(laws=[lambda t: a.value * t, lambda t: b.value * t, lambda t: 0.0 * t])
+    with pytest.raises(cs.ModelError, match="two Parameters are named 'gain'"):
+        twice.assemble()

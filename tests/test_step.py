@@ -130,3 +130,18 @@ def test_gradients_with_respect_to_model_parameters_and_through_the_reduced_step
 
         x0, eps = 1.0, 1e-5
     assert _relative_gap(f, x0, eps) <= 1e-6
+
+
+@pytest.mark.slow
+def test_gradient_with_respect_to_a_parameter_of_a_law():
+    """d/d(gain) of P3a's core director after 0.5 s, the wheel motors' amplitude a cs.Parameter
+    (model.parameters["gain"]), against central differences."""
+    amplitude = cs.Parameter("gain", 0.05)
+    laws = [lambda t, i=i: amplitude.value * jnp.sin(2 * jnp.pi * t / 5 + i) for i in range(3)]
+    assembly = problems.spacecraft(laws=laws).assemble()
+    model, state = assembly.model, assembly.initial_state
+
+    def f(gain):
+        return cs.trajectory(replace(model, parameters={"gain": gain}), state, 0.0, 1e-2, 50)[0].q[-1, 3]
+
+    assert _relative_gap(f, 0.05, 1e-6) <= 1e-6

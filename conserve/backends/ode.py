@@ -35,6 +35,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ..model.assembled import State
+from ..model.parameters import bound
 from .base import ReferenceBackend
 from .null_space import null_space, velocities
 
@@ -128,6 +129,11 @@ def _velocity_constraints(model, y):
 def rhs(model, t, y):
     """dy/dt of the ODE state y = (q, ν, s, p, θ, E_d, W), the multipliers of the non-tree rows
     eliminated (see the module docstring)."""
+    with bound(model.parameters):  # the laws' Parameters read the model's values
+        return _rhs(model, t, y)
+
+
+def _rhs(model, t, y):
     zero = jnp.zeros(len(model.tree.closure_rows), y.dtype)
     rates = partial(_rates, model, t, y)
     if not zero.size:

@@ -11,7 +11,7 @@ constant; s (n_s,) are the tracked joint coordinates of spring-damper-motor elem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
 
@@ -60,7 +60,7 @@ def _n_elements(params):
 @partial(
     jax.tree_util.register_dataclass,
     data_fields=["mu", "translational", "rigid_frames", "constraint_params",
-                 "potential_params", "coordinate_params", "load_params", "rotor_params", "tree"],
+                 "potential_params", "coordinate_params", "load_params", "rotor_params", "tree", "parameters"],
     meta_fields=["constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws",
                  "constraint_keep"],
 )
@@ -80,6 +80,8 @@ class Model:
         axis a, ``axial_inertia`` J_a (n_r,), ``friction`` c (n_r,)
     rotor_laws : (static) per rotor its motor law or None
     tree : the kinematic tree of the reduced backend (:class:`conserve.model.tree.Tree`)
+    parameters : {name: float64 scalar} the values of the :class:`~conserve.model.parameters.Parameter` s
+        the laws read (bound to them inside a step, :func:`~conserve.model.parameters.bound`)
     """
 
     mu: jax.Array
@@ -97,6 +99,7 @@ class Model:
     rotor_laws: tuple
     constraint_keep: tuple
     tree: object = None
+    parameters: dict = field(default_factory=dict)
 
     @property
     def n_coordinates(self):

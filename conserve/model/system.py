@@ -20,6 +20,7 @@ from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .bodies import Ground, Part
 from .laws import check_all
+from .parameters import recording
 from .rotors import Rotor
 from .coordinates import CoordinateElement
 from .elements import ConstraintKind, Element, LoadKind, PotentialKind
@@ -197,7 +198,8 @@ class System:
         """
         if redundant not in ("drop", "raise"):
             raise ModelError(f"assemble: redundant must be 'drop' or 'raise', got {redundant!r}.")
-        parts, others = self.validated()
+        with recording() as parameters:  # the Parameters the laws read, found while they are checked
+            parts, others = self.validated()
         layout = make_layout(parts, others, self.body_rotors)
         terms = [t for e in parts + others for t in e.terms(layout)]
         _link_coordinates(terms)
@@ -215,7 +217,8 @@ class System:
         tree = Tree({k: jnp.asarray(v) for k, v in link_geometry(links, tree_params).items()}, links,
                     *(tuple(k for k, r in enumerate(role) if r == which) for which in ("tree", "loop", "cut")),
                     layout.n_blocks)
-        return Assembly(replace(model, tree=tree), layout, state)
+        values = {name: jnp.asarray(p.value, jnp.float64) for name, p in sorted(parameters.items())}
+        return Assembly(replace(model, tree=tree, parameters=values), layout, state)
 
     def validated(self):
         """(parts, other elements) after checking that there is something to simulate, that names
