@@ -26,6 +26,8 @@ SUMMARY = r"energy              max \|E - E0\|"
     # the wheels' inertias found from the noisy attitude to better than 1 % (measured 4e-4)
     pytest.param("identify_wheels.py", ["identify_wheels.png"], r"relative error \d\.\de-0[3-9]",
                  marks=pytest.mark.slow),
+    # the slew reaches its target attitude with the wheels' momenta zero, to below 1e-10
+    pytest.param("slew.py", ["slew.png"], r"wheel momentum error \d\.\de-(1\d|[2-9]\d)", marks=pytest.mark.slow),
 ])
 def test_example_runs_and_writes_plots(script, outputs, expect, tmp_path):
     run = subprocess.run([sys.executable, str(ROOT / "examples" / script)], cwd=tmp_path,
