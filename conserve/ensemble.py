@@ -34,8 +34,7 @@ from .errors import ConvergenceError, InconsistentInitialState, ModelError
 from .fingerprint import fingerprint
 from .model.assembled import State
 from .model.parameters import bound
-from .model.system import POSITION_TOL, VELOCITY_TOL, as_assembly
-from .model.terms import ROUNDOFF
+from .model.system import as_assembly, initial_gaps
 from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, compile_chunks, model_axes,
                        piece, resolve_backend, time_grid, warn_coarse_steps)
 from .solution import Solution, node_diagnostics
@@ -124,11 +123,8 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     backend = backend.prepare(first.model, states[0])
     carry = _per_member(backend.init, batch, model, state)
     diagnostics = _per_member(node_diagnostics, batch, model, state)
-    pieces = [[{**{f"node_{k}": np.asarray(getattr(state, k))[i][None] for k in NODE_FIELDS},
-                **{f"diag_{k}": np.asarray(a)[i][None] for k, a in diagnostics.items()}}] for i in range(len(states))]
-
     m = len(states)
-    n, failed, failures = np.zeros(m, np.int32), np.zeros(m, bool), {}
+    n, failed, failures, chunks = np.zeros(m, np.int32), np.zeros(m, bool), {}, []
     args = (model, carry, jnp.asarray(n), jnp.asarray(n), jnp.float64(t0), jnp.float64(dt))
     run, compile_time = compile_chunks(backend, chunk, args, batch)
     tic = time.perf_counter()
@@ -136,16 +132,21 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed
         (carry, n_new, failed_now, failure), out = run(model, carry, jnp.asarray(n), jnp.asarray(n_end),
                                                        jnp.float64(t0), jnp.float64(dt))
-        out, n_new, failed_now = jax.tree.map(np.asarray, out), np.asarray(n_new), np.asarray(failed_now)
-        for i in range(m):
-            if n_new[i] > n[i]:
-                pieces[i].append(piece(jax.tree.map(lambda a: a[i], out), n_new[i] - n[i]))
-            if failed_now[i]:
-                failures[i] = (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
+        n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
+        chunks.append((out, n_new - n))
+        failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
+                         for i in np.flatnonzero(failed_now)})
         n, failed = n_new, failed | failed_now
         if progress is not None:
             progress(int(np.max(n)), n_steps)
     run_time = time.perf_counter() - tic
+
+    # each member's nodes: its first, then what every chunk added for it
+    chunks = [(jax.tree.map(np.asarray, out), done) for out, done in chunks]
+    pieces = [[{**{f"node_{k}": np.asarray(getattr(state, k))[i][None] for k in NODE_FIELDS},
+                **{f"diag_{k}": np.asarray(a)[i][None] for k, a in diagnostics.items()}}]
+              + [piece(jax.tree.map(lambda a: a[i], out), done[i]) for out, done in chunks if done[i]]
+              for i in range(m)]
 
     solutions, errors = [], {}
     for i in range(m):
@@ -257,14 +258,8 @@ def _skeleton(assembly):
 
 
 def _initial_gaps(model, state):
-    """(|g|, its tolerance, |G v'|, its tolerance) of one member at its initial state (the
-    checks of :func:`conserve.model.system.checked_constraints`, v' = (v, θ'))."""
-    theta_rate = model.rotor_relative_rates(state.q, state.v, state.p)
-    g, rate = jax.jvp(model.initial_constraints, (state.q, state.theta), (state.v, theta_rate))
-    G = jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta)
-    s0 = model.coordinate_values(state.q)
-    tol = POSITION_TOL + ROUNDOFF * model.all_constraints(state.q, state.theta, s0, "magnitude")
-    vtol = VELOCITY_TOL * (1.0 + jnp.abs(G[0]) @ jnp.abs(state.v) + jnp.abs(G[1]) @ jnp.abs(theta_rate))
+    """|g|, its tolerance, |G v'|, its tolerance of one member (:func:`~conserve.model.system.initial_gaps`)."""
+    g, tol, rate, vtol, _ = initial_gaps(model, state, model.rotor_relative_rates(state.q, state.v, state.p))
     return jnp.abs(g), tol, jnp.abs(rate), vtol
 
 

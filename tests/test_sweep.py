@@ -3,7 +3,9 @@ skip what is stored."""
 
 import multiprocessing
 import os
+import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,11 +18,24 @@ GRID = {"density": [2700.0, 5000.0], "omega_p": [10.0, 12.0]}
 T_END, DT = 0.05, 1e-3
 
 
+KILLED = {"density": 5000.0, "omega_p": 12.0}
+
+
 def fragile(density, omega_p):
-    """The heavy top, except that one member kills the worker process that builds it."""
-    if density == 5000.0 and omega_p == 12.0:
+    """The heavy top, except that one member kills the worker process that builds it — once the
+    other three members are stored (in $SWEEP_DIRECTORY), so that exactly they are finished."""
+    if {"density": density, "omega_p": omega_p} == KILLED:
+        directory, deadline = Path(os.environ["SWEEP_DIRECTORY"]), time.monotonic() + 300
+        while len(list(directory.glob("member-*[0-9a-f].npz"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
         os._exit(3)
     return cs.problems.heavy_top(density=density, omega_p=omega_p)
+
+
+def _finished(directory):
+    """The three members other than KILLED, as stored files."""
+    return {member_path(directory, {"density": d, "omega_p": w}) for d in GRID["density"] for w in GRID["omega_p"]
+            if {"density": d, "omega_p": w} != KILLED}
 
 
 def _pool():
@@ -42,15 +57,16 @@ def test_a_sweep_on_worker_processes_is_the_sweep_in_this_process_bit_for_bit(tm
         assert relative_drift(alone.energy.total) <= 1e-13
 
 
-def test_a_killed_worker_loses_no_finished_member_and_a_rerun_runs_only_the_rest(tmp_path):
-    with _pool() as pool, pytest.raises(cs.SimulationError, match="members were not stored"):
+def test_a_killed_worker_loses_no_finished_member_and_a_rerun_runs_only_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEP_DIRECTORY", str(tmp_path))
+    with _pool() as pool, pytest.raises(cs.SimulationError, match="1 of 4 members were not stored"):
         cs.studies.sweep(fragile, GRID, T_END, DT, tmp_path, executor=pool)
     stored = sorted(tmp_path.glob("member-*.npz"))
-    assert 1 <= len(stored) <= 3 and not list(tmp_path.glob("*.partial.npz"))  # no half-written file
+    assert set(stored) == _finished(tmp_path)  # the finished members, and no half-written file
     for path in stored:  # what was stored is complete
         sol = cs.Solution.load(path)
         assert len(sol) == round(T_END / DT) + 1 and "failure" not in sol.stats
-    killed = member_path(tmp_path, {"density": 5000.0, "omega_p": 12.0})
+    killed = member_path(tmp_path, KILLED)
     assert not killed.exists()
     before = {p: p.stat().st_mtime_ns for p in stored}
     result = cs.studies.sweep(cs.problems.heavy_top, GRID, T_END, DT, tmp_path)
@@ -59,7 +75,7 @@ def test_a_killed_worker_loses_no_finished_member_and_a_rerun_runs_only_the_rest
 
 
 @pytest.mark.slow
-def test_a_sweep_on_a_local_dask_cluster(tmp_path):
+def test_a_sweep_on_a_local_dask_cluster(tmp_path, monkeypatch):
     """dask.distributed, the multi-machine engine, on a local cluster of 2 worker processes: a
     worker killed by a member loses no finished member, the rerun on the cluster runs the rest,
     and the result is the in-process sweep's bit for bit."""
@@ -67,13 +83,14 @@ def test_a_sweep_on_a_local_dask_cluster(tmp_path):
     from dask.distributed import Client, LocalCluster
 
     here = cs.studies.sweep(cs.problems.heavy_top, GRID, T_END, DT, tmp_path / "here")
+    monkeypatch.setenv("SWEEP_DIRECTORY", str(tmp_path / "there"))  # before the workers start
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         with pytest.raises(cs.SimulationError, match="members were not stored"):
             cs.studies.sweep(fragile, GRID, T_END, DT, tmp_path / "there", executor=client)
         stored = sorted((tmp_path / "there").glob("member-*.npz"))
-        assert 1 <= len(stored) <= 3
+        assert set(stored) == _finished(tmp_path / "there")
         before = {p: p.stat().st_mtime_ns for p in stored}
         there = cs.studies.sweep(cs.problems.heavy_top, GRID, T_END, DT, tmp_path / "there", executor=client)
     assert {p: p.stat().st_mtime_ns for p in stored} == before

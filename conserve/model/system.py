@@ -361,6 +361,18 @@ def independent_rows(G, order, tol=RANK_TOL):
     return sorted(keep)
 
 
+def initial_gaps(model: Model, state: State, theta_rate):
+    """(g, its tolerance, G v', its tolerance, G = ∂g/∂(q, θ)) of every constraint row at a state,
+    v' = (v, θ'), θ' the rotors' spin rates relative to their masters: the checks of
+    :func:`checked_constraints` (pure jax; :func:`conserve.simulate_batch` vmaps it over members)."""
+    G = jnp.hstack(jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta))
+    g = model.initial_constraints(state.q, state.theta)
+    s0 = model.coordinate_values(state.q)
+    tol = POSITION_TOL + ROUNDOFF * model.all_constraints(state.q, state.theta, s0, "magnitude")
+    velocities = jnp.concatenate([state.v, theta_rate])
+    return g, tol, G @ velocities, VELOCITY_TOL * (1.0 + jnp.abs(G) @ jnp.abs(velocities)), G
+
+
 def checked_constraints(model: Model, layout: Layout, state: State, row_priority, redundant):
     """Raise on initial positions/velocities off the constraints; return the rows to keep (a tuple
     of indices into ``layout.constraint_rows``; the redundant ones dropped, or refused when
@@ -371,10 +383,7 @@ def checked_constraints(model: Model, layout: Layout, state: State, row_priority
     if not layout.constraint_rows:
         layout.rank, layout.degrees_of_freedom = 0, n_q
         return ()
-    g = np.asarray(model.initial_constraints(state.q, state.theta))
-    G = np.hstack([np.asarray(x) for x in jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta)])
-    s0 = model.coordinate_values(state.q)
-    tol = POSITION_TOL + ROUNDOFF * np.asarray(model.all_constraints(state.q, state.theta, s0, "magnitude"))
+    g, tol, rates, vtol, G = (np.asarray(a) for a in initial_gaps(model, state, jnp.asarray(spin_rates)))
     for owner, rows in _rows_by_owner(layout, zip(np.abs(g), tol)).items():
         if not all(gap <= t for _, (gap, t) in rows):  # also catches NaN
             worst = max(gap for _, (gap, _) in rows)
@@ -383,9 +392,7 @@ def checked_constraints(model: Model, layout: Layout, state: State, row_priority
                 f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
                 "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
                 "from which both body points are computed).")
-    velocities = np.concatenate([np.asarray(state.v), spin_rates])
-    vtol = VELOCITY_TOL * (1.0 + np.abs(G) @ np.abs(velocities))
-    for owner, rows in _rows_by_owner(layout, zip(G @ velocities, vtol)).items():
+    for owner, rows in _rows_by_owner(layout, zip(rates, vtol)).items():
         if not all(abs(rate) <= t for _, (rate, t) in rows):
             vals = np.array([rate for _, (rate, _) in rows])
             raise InconsistentInitialState(

@@ -81,7 +81,12 @@ def sweep(make_system, grid, t_end, dt, directory, *, executor=None, batch=1, **
 
 
 def run_members(make_system, members, t_end, dt, directory, options):
-    """Run and store one task's members (in a worker): each alone, or all as one ensemble."""
+    """Run and store one task's members (in a worker): each alone, or all as one ensemble. Members
+    stored already are skipped, so a task run twice (an executor recomputing a result lost with a
+    worker, as dask does) rewrites nothing."""
+    members = [m for m in members if not member_path(directory, m).exists()]
+    if not members:
+        return
     if len(members) == 1:
         try:
             solution, failure = simulate(make_system(**members[0]), t_end, dt, **options), None
