@@ -85,7 +85,7 @@ class Ensemble:
         return xr.concat([m.to_xarray() for m in self.members], dim="member", join="outer")
 
 
-def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director", newton=None, t0=0.0,
+def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director", newton=None, order=2, t0=0.0,
                    chunk=CHUNK, progress=None) -> Ensemble:
     """Integrate every member of an ensemble from t0 to t_end with the step dt, in one compiled,
     vmapped run (see the module docstring).
@@ -99,8 +99,8 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         (e.g. from ``assembly.initial_state`` with other velocities), or one State whose arrays
         have a leading member axis. Each is checked against the constraints (positions and
         velocities) as at assembly.
-    backend, newton, t0, chunk : as in :func:`conserve.simulate` (a step backend: "director",
-        "reduced" or a backend object)
+    backend, newton, order, t0, chunk : as in :func:`conserve.simulate` (a step backend:
+        "director", "reduced" or a backend object)
     progress : optional ``progress(steps_done, n_steps)`` after every chunk (the furthest member)
 
     Returns
@@ -110,7 +110,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     """
     assemblies, states = _members(members, initial_states)
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
-    backend = resolve_backend(backend, newton)
+    backend = resolve_backend(backend, newton, order=order)
     if isinstance(backend, ReferenceBackend):
         raise ModelError(f"simulate_batch: backend '{backend.name}' is a reference integrator; an ensemble needs a "
                          "step backend ('director', 'reduced').")

@@ -18,7 +18,7 @@ import numpy as np
 from .backends.base import map_steps
 from .discrete.forces import constraint_force
 from .errors import ModelError
-from .model.bodies import Ground, RigidBody
+from .model.bodies import Ground, RigidBody, ground
 from .model.joints import Joint
 from .model.system import as_assembly
 
@@ -46,19 +46,33 @@ def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
     return -force.reshape(force.shape[0], -1, 3)
 
 
-def joint_reactions(system, solution, joint: Joint, frame="world") -> Reaction:
+class _Attached:
+    """What the reactions need of a joint given by name: its parts and attachment points (from
+    the layout's record, :meth:`~conserve.model.joints.Joint.record`)."""
+
+    def __init__(self, layout, name):
+        record = layout.joints[name]
+        part = lambda n: ground if n == "ground" else next(p for p in layout.parts if p.name == n)  # noqa: E731
+        self.name, self.a, self.b = name, part(record["a"]), part(record["b"])
+        self.at_a = None if record["at_a"] is None else np.asarray(record["at_a"])
+        self.at_b = None if record["at_b"] is None else np.asarray(record["at_b"])
+
+
+def joint_reactions(system, solution, joint, frame="world") -> Reaction:
     """Reaction force and torque of ``joint`` on its two parts at every step of ``solution``.
 
     system : the System or Assembly that ``solution`` was computed from
-    joint : one of its joints (any backend: the multipliers mean the same in both)
+    joint : one of its joints, or its name (any backend: the multipliers mean the same in both)
     frame : "world", "a" or "b" (the axes of that part at the step midpoint), or a part's name
     """
     assembly = as_assembly(system, "joint_reactions")
     model, layout = assembly.model, assembly.layout
+    if isinstance(joint, str) and joint in layout.joints:
+        joint = _Attached(layout, joint)
     rows = [i for i, (owner, _) in enumerate(layout.constraint_rows) if owner == getattr(joint, "name", None)]
-    if not isinstance(joint, Joint) or not rows:
+    if not isinstance(joint, (Joint, _Attached)) or not rows:
         raise ModelError(f"joint_reactions: {joint!r} is not a joint of this system; pass one of the "
-                         "Joint objects it was built from.")
+                         f"Joint objects it was built from or a joint's name ({sorted(layout.joints)}).")
     if len(solution) < 2:
         raise ModelError("joint_reactions: the solution has no step (reactions are per step).")
     keep = np.asarray(model.constraint_keep, dtype=np.int64)
@@ -86,7 +100,8 @@ def joint_reactions(system, solution, joint: Joint, frame="world") -> Reaction:
         arm = np.einsum("nkc,k->nc", qm[:, b[1:]], at)  # the midpoint's material point, as in Ḡ
         return F, M - np.cross(arm, F), qm[:, b[0]] + arm
 
-    at_a, at_b = (np.asarray(getattr(joint, k, np.zeros(3)), float) for k in ("at_a", "at_b"))
+    at_a, at_b = (np.zeros(3) if getattr(joint, k) is None else np.asarray(getattr(joint, k), float)
+                  for k in ("at_a", "at_b"))
     if isinstance(joint.a, Ground):
         Fb, Mb, xb = wrench(joint.b, at_b)
         Fa, Ma = -Fb, -Mb - np.cross(xb - at_a, Fb)

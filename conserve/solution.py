@@ -11,12 +11,14 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from . import export
 from .kinematics.rotations import rotation_to_quaternion
 from .kinematics.rotations import angular_velocity
 from .model.assembled import Energy, Model, State
 from .model.parameters import bound
+from .sensors import Frames, JointView, PointHistory, joint_view, point_history
 
 def node_diagnostics(model: Model, state: State):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s), the
@@ -44,23 +46,25 @@ def layout_record(layout):
             "rotors": [r.name for r in layout.rotors],
             "body_rotors": {r.name: (r.master.name, r.axis.tolist()) for r in layout.body_rotors},
             "body_rotor_axial_inertia": {r.name: r.axial_inertia for r in layout.body_rotors},
-            "degrees_of_freedom": layout.degrees_of_freedom, "sketch": layout.sketch}
+            "degrees_of_freedom": layout.degrees_of_freedom, "sketch": layout.sketch, "joints": layout.joints}
 
 
 class PartView:
-    """Time histories of one part, computed from the director coordinates.
+    """Time histories of one part, computed from the director coordinates; arrays over the N + 1
+    nodes:
 
-    Attributes (arrays over the N + 1 nodes)
-    ----------
     position : (N+1, 3) centre of mass in m;  velocity : (N+1, 3) in m/s
     rotation : (N+1, 3, 3) R = [d1 d2 d3];  quaternion : (N+1, 4) (w, x, y, z), sign continuous
     angular_velocity : (N+1, 3) inertial, rad/s;  angular_velocity_body : (N+1, 3) = Rᵀ ω
+    point(X) : a body point's position, velocity and acceleration (:mod:`conserve.sensors`)
+    euler(sequence, degrees) : Euler angles (N+1, 3)
     """
 
-    def __init__(self, name, kind, q, v):
+    def __init__(self, name, kind, q, v, t=None):
         self.name, self.kind = name, kind
         self.position, self.velocity = q[:, 0], v[:, 0]
         self._d, self._d_rate = q[:, 1:], v[:, 1:]
+        self._t = t
 
     @property
     def rigid(self):
@@ -92,6 +96,22 @@ class PartView:
     @property
     def angular_velocity_body(self):
         return np.einsum("nji,nj->ni", self.rotation, self.angular_velocity)
+
+    def euler(self, sequence="ZYX", degrees=False):
+        """(N+1, 3) Euler angles of the part's rotation in ``sequence`` (scipy's convention: upper
+        case intrinsic, lower case extrinsic), in rad or, with ``degrees=True``, degrees."""
+        return Rotation.from_matrix(self.rotation).as_euler(sequence, degrees=degrees)
+
+    def point(self, X=(0.0, 0.0, 0.0)) -> PointHistory:
+        """The body point X (3,) (m, in the part's body axes; a point mass: its only point, 0):
+        position x = φ + X_i d_i, velocity and acceleration (central differences), (N+1, 3) each."""
+        X = np.asarray(X, float)
+        if not self.rigid:
+            if np.any(X != 0):
+                raise ValueError(f"part '{self.name}' is a {self.kind}: its only point is (0, 0, 0), got {X.tolist()}.")
+            D = np.broadcast_to(np.eye(3), (len(self.position), 3, 3))
+            return point_history(self._t, Frames(self.position, D, self.velocity, np.zeros_like(D)), X)
+        return point_history(self._t, Frames(self.position, self._d, self.velocity, self._d_rate), X)
 
 
 class RotorView(NamedTuple):
@@ -208,7 +228,23 @@ class Solution:
         kind, first, n = self.parts[name]
         sl = slice(3 * first, 3 * (first + n))
         shape = (len(self), n, 3)
-        return PartView(name, kind, self.q[:, sl].reshape(shape), self.v[:, sl].reshape(shape))
+        return PartView(name, kind, self.q[:, sl].reshape(shape), self.v[:, sl].reshape(shape), self.t)
+
+    @property
+    def joints(self):
+        """The names of the joints (every one has sensors: :meth:`joint`)."""
+        return list(self.layout.get("joints", {}))
+
+    def joint(self, name) -> JointView:
+        """Sensors of the joint ``name`` at every node: angle and slide with their rates (for the
+        joint kinds that have them, springs or not), the relative rotation, angular velocity,
+        position and velocity of b in a's axes, and ``reaction(frame)`` (:mod:`conserve.sensors`)."""
+        joints = self.layout.get("joints")
+        if joints is None:
+            raise KeyError("this Solution was saved without joint records (an older file): rerun it for joint sensors.")
+        if name not in joints:
+            raise KeyError(f"no joint named {name!r}; joints: {sorted(joints)}.")
+        return joint_view(name, joints[name], self)
 
     @property
     def energy(self) -> Energy:

@@ -24,7 +24,8 @@ LAYERS = [
     ("backends", ["conserve.backends"]),
     ("run", ["conserve.simulate", "conserve.ensemble", "conserve.stepping", "conserve.solution", "conserve.checkpoint",
              "conserve.fingerprint", "conserve.export", "conserve.linearize", "conserve.reactions",
-             "conserve.progress", "conserve.animation", "conserve.plotting"]),
+             "conserve.progress", "conserve.animation", "conserve.plotting", "conserve.sensors",
+             "conserve.posing"]),
     ("studies", ["conserve.studies", "conserve.problems"]),
     ("face", ["conserve", "conserve.cli", "conserve.__main__"]),
 ]

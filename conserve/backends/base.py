@@ -22,6 +22,7 @@ discrete scheme: it integrates a whole run at once and is a separate path of
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import ClassVar, NamedTuple
 
 import jax
@@ -84,6 +85,35 @@ class StepBackend(ABC):
         (States stacked, N + 1) and the multipliers the steps carried (N, n_c); backends that
         eliminate some (the reduced one) fill them in here."""
         return multipliers
+
+
+class Wrapper(StepBackend):
+    """A step backend built around another, ``inner`` (a dataclass field of the subclass): its
+    name, order, structure, carry, unknowns and recovered multipliers are the inner backend's
+    unless the wrapper says otherwise (:class:`~conserve.backends.compose.Composition`,
+    :class:`~conserve.backends.subdivide.Subdividing`)."""
+
+    inner: StepBackend
+
+    @property
+    def name(self):
+        return self.inner.name
+
+    @property
+    def order(self):
+        return self.inner.order
+
+    def prepare(self, model: Model, state: State) -> StepBackend:
+        return replace(self, inner=self.inner.prepare(model, state))
+
+    def init(self, model: Model, state: State) -> Carry:
+        return self.inner.init(model, state)
+
+    def unknowns(self, model: Model) -> int:
+        return self.inner.unknowns(model)
+
+    def recover_multipliers(self, model: Model, nodes: State, multipliers, t0, h):
+        return self.inner.recover_multipliers(model, nodes, multipliers, t0, h)
 
 
 class ReferenceBackend(ABC):

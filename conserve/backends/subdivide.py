@@ -25,37 +25,17 @@ import jax
 import jax.numpy as jnp
 
 from ..model.assembled import Model
-from .base import Carry, StepBackend
+from .base import Carry, StepBackend, Wrapper
 
 
 @dataclass(frozen=True)
-class Subdividing(StepBackend):
+class Subdividing(Wrapper):
     """``inner`` with recovery: after a failed step, the step is retried as 2^k sub-steps of
     ``inner`` for k = 1 … ``max_subdivisions``; the contract of
     :class:`~conserve.backends.base.StepBackend`."""
 
     inner: StepBackend
     max_subdivisions: int = 6
-
-    @property
-    def name(self):
-        return self.inner.name
-
-    @property
-    def order(self):
-        return self.inner.order
-
-    def prepare(self, model: Model, state):
-        return Subdividing(self.inner.prepare(model, state), self.max_subdivisions)
-
-    def init(self, model: Model, state):
-        return self.inner.init(model, state)
-
-    def unknowns(self, model: Model) -> int:
-        return self.inner.unknowns(model)
-
-    def recover_multipliers(self, model, nodes, multipliers, t0, h):
-        return self.inner.recover_multipliers(model, nodes, multipliers, t0, h)
 
     def step(self, model: Model, carry: Carry, t, h):
         def attempt(c):

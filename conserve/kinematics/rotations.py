@@ -16,7 +16,7 @@ from ..errors import InvalidOrientation
 ORTHONORMALITY_TOL = 1e-9
 
 
-def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None):
+def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None, degrees=False):
     """The rotation matrix R = [d1 d2 d3] of body `name` from exactly one description.
 
     Parameters
@@ -26,8 +26,10 @@ def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None):
     quaternion : (4,) array_like, optional
         Unit quaternion (w, x, y, z), scalar first.
     euler : (str, (3,) array_like), optional
-        Sequence and angles in rad, as scipy's ``Rotation.from_euler`` (upper case: intrinsic,
-        e.g. ``("ZXZ", (psi, theta, phi))``; lower case: extrinsic).
+        Sequence and angles in rad (in degrees with ``degrees=True``), as scipy's
+        ``Rotation.from_euler`` (upper case: intrinsic, e.g. ``("ZXZ", (psi, theta, phi))``;
+        lower case: extrinsic).
+    degrees : bool, the Euler angles are in degrees
 
     Raises
     ------
@@ -60,9 +62,9 @@ def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None):
             valid = False
         if not valid:
             raise InvalidOrientation(
-                f"body '{name}': euler must be (sequence, angles) with one finite angle in rad per axis, "
-                f"e.g. ('ZXZ', (psi, theta, phi)); got {euler!r}.")
-        return Rotation.from_euler(seq, angles).as_matrix()
+                f"body '{name}': euler must be (sequence, angles) with one finite angle in "
+                f"{'degrees' if degrees else 'rad'} per axis, e.g. ('ZXZ', (psi, theta, phi)); got {euler!r}.")
+        return Rotation.from_euler(seq, angles, degrees=bool(degrees)).as_matrix()
     if orientation is None:
         return np.eye(3)
     if isinstance(orientation, Rotation):

@@ -153,7 +153,8 @@ class RigidBody(Part):
     inertia : (3,) principal moments or (3, 3) tensor, kg m², about the centre of mass in body axes
     position : (3,), m — initial centre of mass in the inertial frame
     orientation, quaternion, euler : initial attitude, see
-        :func:`conserve.kinematics.as_rotation_matrix` (default: body axes = inertial axes)
+        :func:`conserve.kinematics.as_rotation_matrix` (default: body axes = inertial axes);
+        ``degrees=True``: the Euler angles in degrees
     velocity : (3,), m/s — initial velocity of the centre of mass
     angular_velocity : (3,), rad/s — initial angular velocity
     frame : "inertial" or "body" — the frame in which ``velocity`` and ``angular_velocity`` are given
@@ -162,13 +163,13 @@ class RigidBody(Part):
     n_blocks = 4
 
     def __init__(self, name, mass, inertia, position=(0.0, 0.0, 0.0), orientation=None, *,
-                 quaternion=None, euler=None, velocity=(0.0, 0.0, 0.0),
+                 quaternion=None, euler=None, degrees=False, velocity=(0.0, 0.0, 0.0),
                  angular_velocity=(0.0, 0.0, 0.0), frame="inertial"):
         super().__init__(name)
         self.mass = _check_mass(name, mass)
         self.inertia = checked_inertia(name, inertia)
         self.position = _vector(name, "position", position)
-        self.rotation = as_rotation_matrix(name, orientation, quaternion, euler)
+        self.rotation = as_rotation_matrix(name, orientation, quaternion, euler, degrees)
         if frame not in ("inertial", "body"):
             raise ModelError(f"body '{name}': frame must be 'inertial' or 'body', got {frame!r}.")
         to_inertial = self.rotation if frame == "body" else np.eye(3)

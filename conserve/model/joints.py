@@ -257,6 +257,21 @@ class Joint(ConstraintElement):
     # --- joint coordinates (for spring-dampers and motors) --------------------------------
     coordinates = ()
 
+    def record(self, layout) -> dict:
+        """What the joint's sensors need (:mod:`conserve.sensors`), as plain data: kind, part
+        names, frames (block indices (4,) into the extended block array), attachment points (or
+        None) and the body vectors of its coordinates ("angle": e1, e2 of a and b of b; "slide": u)."""
+        name = lambda part: "ground" if isinstance(part, Ground) else part.name  # noqa: E731
+        point = lambda x: None if x is None else np.asarray(x, float).tolist()  # noqa: E731
+        record = {"kind": type(self).__name__, "a": name(self.a), "b": name(self.b),
+                  "frame_a": layout.frame(self.a).tolist(), "frame_b": layout.frame(self.b).tolist(),
+                  "at_a": point(self.at_a), "at_b": point(self.at_b)}
+        for which in self.coordinates:
+            p = self.coordinate(which, layout)[1]
+            record[which] = {k: np.asarray(p[k], float).ravel().tolist() for k in
+                             (("e1", "e2", "b") if which == "angle" else ("u",))}
+        return record
+
     def coordinate(self, which, layout):
         """(geometry, params) of the joint coordinate ``which`` ('angle' or 'slide')."""
         if which not in self.coordinates:

@@ -9,6 +9,7 @@ default, dropped so that the remaining rows have full rank; all rows are still m
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 
 import jax
@@ -24,6 +25,7 @@ from .parameters import recording
 from .rotors import Rotor
 from .coordinates import CoordinateElement
 from .elements import ConstraintKind, Element, LoadKind, PotentialKind
+from .joints import Joint
 from .terms import ROUNDOFF, stack_terms
 from .tree import Tree, link_geometry, spanning_tree
 
@@ -59,6 +61,8 @@ class Layout:
         body point a, part b, body point b)] of joints, ropes and springs (kind "joint", "rope",
         "spring"; part "ground" for the ground), "rotors": {name: (master, body axis, body
         offset, radius m)}} as plain lists
+    joints : {name: :meth:`~conserve.model.joints.Joint.record`} of every joint, for its sensors
+    projection : what projecting the initial velocities changed (``assemble(project_velocities=True)``)
     """
 
     parts: list
@@ -73,6 +77,8 @@ class Layout:
     rank: int = 0
     degrees_of_freedom: int = 0
     sketch: dict = field(default_factory=dict)
+    joints: dict = field(default_factory=dict)
+    projection: str = ""
 
     @property
     def n_blocks(self):
@@ -131,6 +137,8 @@ class Assembly:
         n_q = self.model.n_coordinates
         lines = [f"{len(L.parts)} parts, {n_q} coordinates, {len(L.constraint_rows)} constraint equations, "
                  f"rank {L.rank}: {L.degrees_of_freedom} degrees of freedom"]
+        if L.projection:
+            lines.append(L.projection)
         if L.dropped_rows:
             lines.append(f"{len(L.dropped_rows)} redundant equations dropped: "
                          + ", ".join(f"{L.constraint_rows[i][0]} ({L.constraint_rows[i][1]})" for i in L.dropped_rows))
@@ -183,12 +191,17 @@ class System:
                 seen[p.name] = p
         return list(seen.values())
 
-    def assemble(self, redundant="drop") -> Assembly:
+    def assemble(self, redundant="drop", project_velocities=False) -> Assembly:
         """Fix the layout, build the model and check the initial state.
 
         redundant : "drop" (default) removes a minimal set of dependent constraint rows,
             keeping the earlier-listed ones, and reports them in ``assembly.report()``;
             "raise" refuses with a ModelError naming them.
+        project_velocities : replace the parts' initial velocities by the nearest ones the
+            constraints allow (:func:`~conserve.model.system.projected_velocities`: the
+            M-orthogonal projection, so the least kinetic energy is removed; rotors keep their
+            relative spin rates) instead of refusing velocities that violate them; by how much is
+            reported (``assembly.report()``, ``assembly.layout.projection``) and warned about.
 
         The stages, in order: the ``validated`` elements, their layout (``make_layout``), the
         elements' terms stacked by kind (``stacked_terms``, which also names every row and entry
@@ -207,6 +220,8 @@ class System:
         groups, row_priority = stacked_terms(terms, layout, tree_owners)
         model = make_model(parts, layout, groups)
         state = initial_state(model, parts, layout.rotors)
+        if project_velocities:
+            state = projected_velocities(model, layout, state)
         keep = checked_constraints(model, layout, state, row_priority, redundant)
         model = replace(model, constraint_keep=keep)
         # kept rows by role in the reduced step: the tree's (eliminated by H2), the other quadratic
@@ -246,6 +261,7 @@ def make_layout(parts, others, body_rotors) -> Layout:
         o += p.n_blocks
     layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)], body_rotors=list(body_rotors))
     layout.sketch = _sketch(others, body_rotors)
+    layout.joints = {e.name: e.record(layout) for e in others if isinstance(e, Joint)}
     return layout
 
 
@@ -371,6 +387,42 @@ def initial_gaps(model: Model, state: State, theta_rate):
     tol = POSITION_TOL + ROUNDOFF * model.all_constraints(state.q, state.theta, s0, "magnitude")
     velocities = jnp.concatenate([state.v, theta_rate])
     return g, tol, G @ velocities, VELOCITY_TOL * (1.0 + jnp.abs(G) @ jnp.abs(velocities)), G
+
+
+def projected_velocities(model: Model, layout: Layout, state: State) -> State:
+    """The state with its velocities v replaced by the nearest ones that satisfy the constraints,
+    in the kinetic-energy norm: v' = v − M⁻¹Gᵀ(G M⁻¹Gᵀ)⁺(G v + G_θ θ') with G = ∂g/∂q at q0 (all
+    rows, so redundant ones do no harm) and the rotors' spin rates θ' relative to their masters
+    kept (their axial momenta follow their masters' new rates). Velocities within the tolerance of
+    the assembly check are kept as they are; otherwise records and warns what changed: each
+    part's largest change of centre velocity and angular velocity, and the kinetic energy removed."""
+    spin_rates = jnp.asarray([r.spin_rate for r in layout.rotors])
+    if not layout.constraint_rows:
+        return state
+    _, _, rates, vtol, G = (np.asarray(a) for a in initial_gaps(model, state, spin_rates))
+    if np.all(np.abs(rates) <= vtol):
+        return state
+    n_q = model.n_coordinates
+    Gq, Gt = G[:, :n_q], G[:, n_q:]
+    M = np.kron(np.asarray(model.mu), np.eye(3))
+    MinvGt = np.linalg.solve(M, Gq.T)
+    v = np.asarray(state.v)
+    gap = Gq @ v + Gt @ np.asarray(spin_rates)
+    v1 = v - MinvGt @ (np.linalg.pinv(Gq @ MinvGt, rcond=1e-12) @ gap)
+    p1 = state.p + model.rotor_params["axial_inertia"] * (spin_rates - model.rotor_relative_rates(state.q, v1, state.p))
+    change, Q = (v1 - v).reshape(-1, 3), np.asarray(state.q).reshape(-1, 3)
+    changes = []
+    for part in layout.parts:
+        o = layout.offsets[part.name]
+        dw = 0.5 * np.sum(np.cross(Q[o + 1:o + 4], change[o + 1:o + 4]), axis=0) if part.n_blocks == 4 else np.zeros(3)
+        changes.append((np.linalg.norm(change[o]), np.linalg.norm(dw), part.name))
+    T = 0.5 * v @ M @ v
+    removed = T - 0.5 * v1 @ M @ v1
+    moved = ", ".join(f"'{name}' by {dv:.3g} m/s and {dw:.3g} rad/s" for dv, dw, name in changes if dv or dw)
+    layout.projection = (f"initial velocities projected onto the constraints: {moved}; kinetic energy of the parts "
+                         f"{removed:.4g} J lower ({removed / T if T else 0.0:.3g} of it)")
+    warnings.warn(f"assemble: {layout.projection}.", stacklevel=3)
+    return state._replace(v=jnp.asarray(v1), p=jnp.asarray(p1))
 
 
 def checked_constraints(model: Model, layout: Layout, state: State, row_priority, redundant):

@@ -153,7 +153,7 @@ class ConvergenceTable:
         return fig
 
 
-def convergence(models, dts, t_end, *, error, reference=None, backend="director", newton=None,
+def convergence(models, dts, t_end, *, error, reference=None, backend="director", newton=None, order=2,
                 repeats=1, progress=False) -> ConvergenceTable:
     """Run each model at each step size and measure ``error(sol, ref)``.
 
@@ -167,27 +167,30 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
     reference : a Solution, or a step size for a reference run of the first model (default:
         min(dts) / 8); a Richardson check of the reference (the same at half its step) is reported
     backend : backend of every run (a {label: backend} dict for several)
+    order : 2 or 4, the order of every run (``simulate(..., order=)``; a {label: order} dict for
+        several); the reference runs at the first model's
     repeats : runs per point; the fastest run time is kept
     progress : show a progress bar per run on stderr
     """
-    def run(asm, h, label, backend):
+    def run(asm, h, label, backend, order):
         bar = ProgressBar(f"{label}, Δt = {h:g}") if progress else None
         with warnings.catch_warnings():  # coarse steps are the point of a study: its table shows their error
             warnings.simplefilter("ignore", CoarseStepWarning)
-            return simulate(asm, t_end, h, backend=backend, newton=newton, progress=bar)
+            return simulate(asm, t_end, h, backend=backend, newton=newton, order=order, progress=bar)
 
     if not isinstance(models, dict):
         models = {"model": models}
     assemblies = {m: (f() if callable(f) else f) for m, f in models.items()}
     assemblies = {m: (a.assemble() if hasattr(a, "assemble") else a) for m, a in assemblies.items()}
     backends = backend if isinstance(backend, dict) else {m: backend for m in models}
+    orders = order if isinstance(order, dict) else {m: order for m in models}
     dts = np.sort(np.asarray(dts, float))[::-1]
     first = next(iter(assemblies))
     note = ""
     if reference is None or np.isscalar(reference):
         h_ref = float(reference or dts[-1] / 8)
-        ref = run(assemblies[first], h_ref, f"reference ({first})", backends[first])
-        finer = run(assemblies[first], h_ref / 2, f"reference ({first})", backends[first])
+        ref = run(assemblies[first], h_ref, f"reference ({first})", backends[first], orders[first])
+        finer = run(assemblies[first], h_ref / 2, f"reference ({first})", backends[first], orders[first])
         note = (f"{first} at Δt = {h_ref:g}; Richardson check against Δt = {h_ref / 2:g}: "
                 f"{getattr(error, '__name__', 'error')} = {error(ref, finer):.2e}")
     else:
@@ -197,7 +200,7 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
         errors[m], times[m], per_step[m] = [], [], []
         for h in dts:
             try:
-                runs = [run(asm, h, m, backends[m]) for _ in range(repeats)]
+                runs = [run(asm, h, m, backends[m], orders[m]) for _ in range(repeats)]
             except ConvergenceError as err:  # a model that cannot take this step: say so, go on
                 failures.setdefault(m, []).append((h, err.step))
                 errors[m].append(np.nan), times[m].append(np.nan), per_step[m].append(np.nan)

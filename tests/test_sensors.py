@@ -1,0 +1,101 @@
+"""Sensors for every joint and body point (issue 18): joint angles and slides with their rates
+for joints without springs or motors, relative kinematics, reactions by joint name, and body
+point accelerations — against the model's own tracked coordinates, finite differences (second
+order in Δt), the constraints and the exact steady precession of the heavy top."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import conserve as cs
+from conserve import problems
+
+
+@pytest.fixture(scope="module")
+def crank():
+    """The spatial slider-crank (revolute crank driven by a motor, spherical pin, universal joint,
+    prismatic guide) at two step sizes."""
+    system = problems.slider_crank(motor=lambda t, joint: 0.1 * jnp.sin(t))
+    return system, {dt: cs.simulate(system, 0.5, dt) for dt in (1e-3, 5e-4)}
+
+
+def test_joint_coordinates_equal_the_tracked_ones_and_the_geometry(crank):
+    system, runs = crank
+    sol = runs[1e-3]
+    assert set(sol.joints) == {"crank bearing", "crank pin", "slider pin", "guide"}
+    bearing, guide = sol.joint("crank bearing"), sol.joint("guide")
+    # the motor's joint angle is tracked by the step with exact increments; the sensor reads q
+    np.testing.assert_allclose(bearing.angle, sol.coordinates["crank motor"], rtol=0, atol=1e-12)
+    assert bearing.slide is None and guide.angle is None
+    # the guide slides along e1 from the slider's start
+    slider = sol["slider"].position
+    np.testing.assert_allclose(guide.slide, slider[:, 0] - slider[0, 0], rtol=0, atol=1e-12)
+    # relative kinematics in a's axes: the bearing turns about e3 only, the pin's points coincide,
+    # the prismatic guide does not turn
+    np.testing.assert_allclose(bearing.angular_velocity[:, 2], bearing.angle_rate, rtol=0, atol=1e-9)
+    turned = np.einsum("nij,kj->nik", bearing.rotation, bearing.rotation[0])  # R(t) R(0)ᵀ: about e3 only
+    np.testing.assert_allclose(turned[:, 2, 2], 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.arctan2(turned[:, 1, 0], turned[:, 0, 0]),
+                               np.angle(np.exp(1j * (bearing.angle - bearing.angle[0]))), rtol=0, atol=1e-12)
+    assert np.max(np.abs(sol.joint("crank pin").position)) <= 1e-12
+    assert np.max(np.abs(guide.rotation - np.eye(3))) <= 1e-12
+    with pytest.raises(KeyError, match="no joint named 'elbow'"):
+        sol.joint("elbow")
+
+
+def test_joint_rates_match_finite_differences_to_second_order(crank):
+    _, runs = crank
+    gaps = {}
+    for dt, sol in runs.items():
+        bearing, guide = sol.joint("crank bearing"), sol.joint("guide")
+        gaps[dt] = [np.max(np.abs(rate - np.gradient(value, sol.t, edge_order=2))[1:-1]) / np.max(np.abs(rate))
+                    for value, rate in ((bearing.angle, bearing.angle_rate), (guide.slide, guide.slide_rate))]
+    for coarse, fine in zip(gaps[1e-3], gaps[5e-4]):
+        assert coarse <= 1e-4
+        assert abs(np.log2(coarse / fine) - 2.0) <= 0.2
+
+
+def test_reactions_by_joint_name_and_sensors_after_loading(crank, tmp_path):
+    system, runs = crank
+    sol = runs[1e-3]
+    bearing = next(e for e in system.elements if getattr(e, "name", None) == "crank bearing")
+    by_object = cs.joint_reactions(system, sol, bearing)
+    by_view = sol.joint("crank bearing").reaction()
+    np.testing.assert_array_equal(by_view.force_b, by_object.force_b)
+    np.testing.assert_array_equal(by_view.torque_a, by_object.torque_a)
+    sol.save(tmp_path / "run.npz")
+    loaded = cs.Solution.load(tmp_path / "run.npz")
+    np.testing.assert_array_equal(loaded.joint("guide").slide, sol.joint("guide").slide)
+    with pytest.raises(AttributeError, match="loaded from a file"):
+        loaded.joint("guide").reaction()
+
+
+def test_body_point_accelerations_of_the_steady_precession():
+    """The heavy top's centre of mass circles at Ω: a = −Ω² ρ (ρ its distance from the vertical
+    axis), at every node including the first and last, converging as Δt²."""
+    top = problems.HeavyTop()
+    errors = []
+    for dt in (1e-3, 5e-4):
+        sol = cs.simulate(top.system(), 0.1, dt)
+        point = sol[next(iter(sol.parts))].point()
+        rho = point.position * [1.0, 1.0, 0.0]
+        exact = -top.omega_p**2 * rho
+        errors.append(np.max(np.abs(point.acceleration - exact)) / np.max(np.abs(exact)))
+        np.testing.assert_allclose(point.position, sol[next(iter(sol.parts))].position, rtol=0, atol=0)
+    assert errors[0] <= 1e-2
+    assert abs(np.log2(errors[0] / errors[1]) - 2.0) <= 0.2, errors
+
+
+def test_euler_angles_in_degrees_in_and_out(crank):
+    """``degrees=True`` gives the same body as radians; a part's Euler angles rebuild its rotation."""
+    from scipy.spatial.transform import Rotation
+
+    in_degrees = cs.RigidBody("a", 1.0, (1.0, 2.0, 3.0), euler=("ZXZ", (30.0, 45.0, 60.0)), degrees=True)
+    in_radians = cs.RigidBody("a", 1.0, (1.0, 2.0, 3.0), euler=("ZXZ", np.radians((30.0, 45.0, 60.0))))
+    np.testing.assert_allclose(in_degrees.rotation, in_radians.rotation, rtol=0, atol=1e-15)
+    part = crank[1][1e-3]["rod"]
+    for degrees in (False, True):
+        angles = part.euler("ZYX", degrees=degrees)
+        np.testing.assert_allclose(Rotation.from_euler("ZYX", angles, degrees=degrees).as_matrix(), part.rotation,
+                                   rtol=0, atol=1e-12)
+    np.testing.assert_allclose(part.euler("ZYX", degrees=True), np.degrees(part.euler("ZYX")), rtol=1e-14, atol=0)
