@@ -9,7 +9,7 @@ from .cache import enable_compilation_cache
 from .discrete import Newton
 from .errors import (CoarseStepWarning, ConvergenceError, FileError, InconsistentInitialState, InvalidInertia,
                      InvalidMass, InvalidOrientation, ModelError, SimulationError)
-from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Force, Gravity, JointMotor,
+from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Force, Gravity, JointDrive, JointMotor,
                     JointSpringDamper, Parallel, Perpendicular, Planar, PointMass, Potential, Prismatic,
                     Revolute, RigidBody, Rope, Rotor, Spherical, SpringDamper, System, Torque,
                     Universal, ground)
@@ -29,9 +29,9 @@ __all__ = [
     "Newton", "CoarseStepWarning", "ConvergenceError", "FileError", "InconsistentInitialState", "InvalidInertia",
     "InvalidMass",
     "InvalidOrientation", "ModelError", "SimulationError", "CentralGravity", "Constraint", "Cylindrical",
-    "Distance", "Fixed", "Force", "Gravity", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular",
-    "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "RotorState",
-    "BodyState", "JointState",
+    "Distance", "Fixed", "Force", "Gravity", "JointDrive", "JointMotor", "JointSpringDamper", "Parallel",
+    "Perpendicular", "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor",
+    "RotorState", "BodyState", "JointState",
     "Spherical", "SpringDamper",
     "System", "Torque", "Universal", "ground", "resume", "simulate", "Solution", "linearize", "Linearization",
     "joint_reactions", "Reaction", "step", "initial_state", "energy",

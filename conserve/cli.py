@@ -3,7 +3,9 @@
     conserve demo                                   heavy top: conservation summary and a plot
     conserve reproduce spacecraft|crane|heavy-top|thompson|all [--out DIR] [--quick]
     conserve convergence heavy-top|spacecraft|crane|pendulum --dt 2e-3 1e-3 5e-4 [--t-end T]
-                         [--backend director] [--out DIR]
+                         [--backend director] [--order 2] [--out DIR]
+
+``conserve <command> --help`` describes every option.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ from .progress import ProgressBar
 
 REPRODUCTIONS = {"heavy-top": "heavy_top.py", "spacecraft": "hca_spacecraft.py", "crane": "hca_rotary_crane.py",
                  "thompson": "thompson_examples.py"}
+#: what each reproduction shows (``conserve reproduce --help``)
+STUDIES = {"heavy-top": "P1 heavy top: conservation over 10⁴ steps, order 2 against the exact precession",
+           "spacecraft": "P4 spacecraft with three reaction wheels: hybrid vs full-body wheels, path, "
+                         "convergence, conservation",
+           "crane": "P5 rotary crane with a winch: hybrid vs full-body drum, load height, convergence, stress variant",
+           "thompson": "P6/P8 Thompson's example systems and pendulum: degrees of freedom, null spaces, director "
+                       "vs reduced vs ode backends",
+           "all": "all of the above"}
+PROBLEMS = {"heavy-top": "P1 heavy top (error: the top's centre)", "spacecraft": "P3a spacecraft, hybrid and "
+            "full-body wheels (error: core, relative)", "crane": "P5 rotary crane, hybrid and full-body drum "
+            "(error: tower and load, relative)", "pendulum": "Thompson's pendulum (error: relative)"}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -60,7 +73,7 @@ def reproduce(which: str, out: Path, quick: bool) -> int:
     return 0
 
 
-def convergence(problem: str, dts, t_end: float, out: Path, backend: str = "director") -> int:
+def convergence(problem: str, dts, t_end: float, out: Path, backend: str = "director", order: int = 2) -> int:
     from conserve import studies
     from conserve.problems import HeavyTop, RotaryCrane, ThompsonPendulum, spacecraft
 
@@ -74,7 +87,7 @@ def convergence(problem: str, dts, t_end: float, out: Path, backend: str = "dire
         error = studies.relative_error(["tower", "load"])
     else:
         models, error = {"pendulum": ThompsonPendulum().system()}, studies.relative_error(["pendulum"])
-    table = studies.convergence(models, dts, t_end, error=error, backend=backend)
+    table = studies.convergence(models, dts, t_end, error=error, backend=backend, order=order)
     print(table.to_markdown())
     out.mkdir(parents=True, exist_ok=True)
     table.plot(out / f"convergence_{problem}.png")
@@ -83,27 +96,45 @@ def convergence(problem: str, dts, t_end: float, out: Path, backend: str = "dire
     return 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="conserve", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="simulate the heavy top, print the conservation summary, write a plot")
+def _listing(entries):
+    return "; ".join(f"{k}: {v}" for k, v in entries.items())
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser: every command, option and study name with its help."""
+    top = argparse.ArgumentParser(prog="conserve", description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True, metavar="{demo,reproduce,convergence}")
+    p = sub.add_parser("demo", help="simulate the heavy top, print the conservation summary, write a plot",
+                       description="P1 heavy top in steady precession: conservation summary, precession check "
+                       "and a plot of the conservation errors.")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
     p.add_argument("--t-end", type=float, default=20.0, help="end time in s (default 20: 10⁴ steps)")
     p.add_argument("--dt", type=float, default=2e-3, help="time step in s (default 2e-3)")
-    p = sub.add_parser("reproduce", help="run paper reproductions (figures, CSV, report)")
-    p.add_argument("which", choices=[*REPRODUCTIONS, "all"])
-    p.add_argument("--out", type=Path, default=Path("out"))
-    p.add_argument("--quick", action="store_true", help="shorter runs, fewer step sizes")
-    p = sub.add_parser("convergence", help="convergence and work-precision table of a problem")
-    p.add_argument("problem", choices=["heavy-top", "spacecraft", "crane", "pendulum"])
-    p.add_argument("--dt", type=float, nargs="+", required=True)
-    p.add_argument("--t-end", type=float, default=1.0)
-    p.add_argument("--backend", choices=sorted(BACKENDS), default="director")
-    p.add_argument("--out", type=Path, default=Path("out"))
-    args = parser.parse_args(argv)
+    p = sub.add_parser("reproduce", help="run paper reproductions (figures, CSV, report)",
+                       description="Run a paper reproduction (paper_reproductions/): figures, CSV and report.md "
+                       "in OUT/<study>.")
+    p.add_argument("which", choices=list(STUDIES), metavar="study", help=f"which study: {_listing(STUDIES)}")
+    p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
+    p.add_argument("--quick", action="store_true", help="shorter runs, fewer step sizes (minutes, not ~15 min)")
+    p = sub.add_parser("convergence", help="convergence and work-precision table of a problem",
+                       description="Errors, observed orders and run times of a benchmark problem over step sizes "
+                       "(conserve.studies.convergence): a markdown table, a plot and a CSV in OUT.")
+    p.add_argument("problem", choices=list(PROBLEMS), metavar="problem", help=f"which problem: {_listing(PROBLEMS)}")
+    p.add_argument("--dt", type=float, nargs="+", required=True, help="step sizes in s, e.g. 2e-3 1e-3 5e-4")
+    p.add_argument("--t-end", type=float, default=1.0, help="end time in s (default 1)")
+    p.add_argument("--backend", choices=sorted(BACKENDS), default="director",
+                   help=f"backend of every run: {', '.join(sorted(BACKENDS))} (default director)")
+    p.add_argument("--order", type=int, choices=[2, 4], default=2,
+                   help="2: the energy-momentum step; 4: its symmetric composition (default 2)")
+    p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     if args.command == "demo":
         return demo(args.out, args.t_end, args.dt)
     if args.command == "reproduce":
         return reproduce(args.which, args.out, args.quick)
-    return convergence(args.problem, args.dt, args.t_end, args.out, args.backend)
+    return convergence(args.problem, args.dt, args.t_end, args.out, args.backend, args.order)

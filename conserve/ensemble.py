@@ -110,6 +110,9 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     """
     assemblies, states = _members(members, initial_states)
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
+    if t0 != 0.0 and any(a.model.time_dependent for a in assemblies):
+        raise ModelError("simulate_batch: members with prescribed motions (JointDrive) start at t0 = 0 "
+                         "(their laws are checked there at assembly).")
     backend = resolve_backend(backend, newton, order=order)
     if isinstance(backend, ReferenceBackend):
         raise ModelError(f"simulate_batch: backend '{backend.name}' is a reference integrator; an ensemble needs a "

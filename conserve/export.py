@@ -122,26 +122,70 @@ def to_netcdf(sol, path):
     ds.drop_dims([d for d, n in ds.sizes.items() if n == 0]).to_netcdf(path)
 
 
-def to_csv(sol, path):
-    """Time series with a header row: t, energies, momenta, constraint residual, and per part its
-    position (and quaternion w, x, y, z for rigid bodies), as ``"<part>.x_x"`` etc. Written with
-    the csv module, so names with commas, quotes or newlines are quoted (RFC 4180) and read back
-    intact by any CSV reader; numbers in their shortest exact form."""
-    cols = {"t": sol.t, "kinetic_energy": sol.energy.kinetic,
-            "potential_energy": sol.energy.potential, "total_energy": sol.energy.total}
+def csv_columns(sol) -> dict:
+    """{column name with its unit in brackets: (N+1,) values} of :func:`to_csv`, in its order."""
+    cols = {"t [s]": sol.t, "kinetic_energy [J]": sol.energy.kinetic, "potential_energy [J]": sol.energy.potential,
+            "total_energy [J]": sol.energy.total}
     for i, c in enumerate("xyz"):
-        cols[f"linear_momentum_{c}"] = sol.linear_momentum[:, i]
+        cols[f"linear_momentum_{c} [kg m/s]"] = sol.linear_momentum[:, i]
     for i, c in enumerate("xyz"):
-        cols[f"angular_momentum_{c}"] = sol.angular_momentum[:, i]
-    cols["constraint_residual"] = sol.constraint_residual
+        cols[f"angular_momentum_{c} [kg m^2/s]"] = sol.angular_momentum[:, i]
+    cols["constraint_residual [m or 1]"] = sol.constraint_residual
+    body_rotors = sol.layout.get("body_rotors", {})
+    # a rotor is reported by its rotor columns alone, so both rotor models give the same columns
+    bearings = {f"{r} joint": r for r in body_rotors}
     for name in sol.parts:
+        if name in body_rotors:
+            continue
         part = sol[name]
         for i, c in enumerate("xyz"):
-            cols[f"{name}.x_{c}"] = part.position[:, i]
+            cols[f"{name}.x_{c} [m]"] = part.position[:, i]
         if part.rigid:
-            quat = part.quaternion
             for i, c in enumerate("wxyz"):
-                cols[f"{name}.q_{c}"] = quat[:, i]
+                cols[f"{name}.q_{c} [1]"] = part.quaternion[:, i]
+        for i, c in enumerate("xyz"):
+            cols[f"{name}.v_{c} [m/s]"] = part.velocity[:, i]
+        if part.rigid:
+            for i, c in enumerate("xyz"):
+                cols[f"{name}.omega_{c} [rad/s]"] = part.angular_velocity[:, i]
+    for name in list(sol.layout.get("rotors", [])) + list(body_rotors):
+        rotor = sol.rotor(name)
+        cols[f"{name}.angle [rad]"], cols[f"{name}.rate [rad/s]"] = rotor.angle, rotor.rate
+        cols[f"{name}.axial_momentum [kg m^2/s]"] = rotor.momentum
+    for name in sol.joints:
+        if name in bearings:
+            continue
+        joint = sol.joint(name)
+        for kind, unit in (("angle", "rad"), ("slide", "m")):
+            if getattr(joint, kind) is not None:
+                cols[f"{name}.{kind} [{unit}]"] = getattr(joint, kind)
+                cols[f"{name}.{kind}_rate [{unit}/s]"] = getattr(joint, kind + "_rate")
+    # element work and dissipation, summed from t0 to each node; a full-body rotor's motor and
+    # bearing under the rotor's name, and every rotor with a dissipation column (0 without friction)
+    rotor_of = {f"{r} {what}": r for r in body_rotors for what in ("motor", "bearing")}
+    cumulative = lambda x: np.concatenate([[0.0], np.cumsum(x)])  # noqa: E731
+    for name, w in sol.work_by_element.items():
+        cols[f"{rotor_of.get(name, name)}.work [J]"] = cumulative(w)
+    dissipated = {rotor_of.get(name, name): cumulative(d) for name, d in sol.dissipation_by_element.items()}
+    for name in list(sol.layout.get("rotors", [])) + list(body_rotors):
+        dissipated.setdefault(name, np.zeros(len(sol)))
+    for name, d in dissipated.items():
+        cols[f"{name}.dissipated [J]"] = d
+    return cols
+
+
+def to_csv(sol, path):
+    """Time series with a header row, every column named with its unit in brackets
+    (:func:`csv_columns`): t, energies, momenta, constraint residual; per part its position,
+    quaternion (w, x, y, z; rigid bodies), velocity and angular velocity (``"<part>.x_x [m]"``
+    …); per rotor its angle, relative rate and axial momentum; per joint with an angle or slide
+    both and their rates (:meth:`conserve.Solution.joint`); per element the work done and the
+    energy dissipated from t0 to the node. A rotor has the same columns in the hybrid and the
+    full-body model (the full-body rotor's part, bearing joint, motor and bearing damper appear
+    only under the rotor's name). Written with the csv module, so names with commas, quotes or
+    newlines are quoted (RFC 4180) and read back intact by any CSV reader; numbers in their
+    shortest exact form."""
+    cols = csv_columns(sol)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(cols)

@@ -123,6 +123,9 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     """
     assembly = as_assembly(system, "linearize")
     model, tree, state = assembly.model, assembly.model.tree, assembly.initial_state
+    if model.time_dependent:
+        raise ModelError("linearize: the model has prescribed motions (JointDrive): its equations depend on time "
+                         "and have no equilibrium to linearise about; leave the drives out.")
     q = state.q if q is None else jnp.asarray(q, float)
     p = state.p if p is None else jnp.asarray(p, float)
     if q.shape != state.q.shape or p.shape != state.p.shape:

@@ -27,7 +27,7 @@ from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ConvergenceError, ModelError, SimulationError
 from .model.assembled import Model, State
 from .model.parameters import bound
-from .model.system import as_assembly
+from .model.system import as_assembly, check_drives_at
 from .solution import Solution, layout_record, node_diagnostics
 
 #: Steps per compiled chunk; steps past the end are masked, so every run length shares one
@@ -58,7 +58,7 @@ def _chunk_fn(backend: StepBackend, length, batch=None):
         def evaluate(carry, t):
             with bound(model.parameters):  # the laws' Parameters read the model's values
                 new, record = backend.step(model, carry, t, h)
-            return new, record, node_diagnostics(model, new.state)
+            return new, record, node_diagnostics(model, new.state, t + h)
 
         # one abstract evaluation gives what a skipped step returns and the failure record's shape
         record0, diag0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(evaluate, carry, t0)[1:])
@@ -182,12 +182,14 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
             raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) does not checkpoint.")
         return _simulate_reference(backend, assembly, t0, t_end, dt)
     warn_coarse_steps(assembly, dt)
+    check_drives_at(assembly, t0)
     settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
                 **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
     carry = backend.init(assembly.model, assembly.initial_state)
     first = {**{f"node_{k}": np.asarray(getattr(carry.state, k))[None] for k in NODE_FIELDS},
-             **{f"diag_{k}": np.asarray(a)[None] for k, a in _node_diagnostics(assembly.model, carry.state).items()}}
+             **{f"diag_{k}": np.asarray(a)[None]
+                for k, a in _node_diagnostics(assembly.model, carry.state, t0).items()}}
     ckpt = None
     if checkpoint is not None:
         ckpt = checkpoints.start(checkpoint, assembly, settings, overwrite)

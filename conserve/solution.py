@@ -20,13 +20,14 @@ from .model.assembled import Energy, Model, State
 from .model.parameters import bound
 from .sensors import Frames, JointView, PointHistory, joint_view, point_history
 
-def node_diagnostics(model: Model, state: State):
+def node_diagnostics(model: Model, state: State, t=0.0):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s), the
     size of the terms of both (:meth:`Model.momentum_scales`) and the max-norm residual of *all*
-    constraint rows (dropped redundant ones included) at one node (user laws that read
-    :class:`~conserve.model.parameters.Parameter` s see the model's values)."""
+    constraint rows (dropped redundant ones included) at one node at time t (s; prescribed motions
+    read it; user laws that read :class:`~conserve.model.parameters.Parameter` s see the model's
+    values)."""
     with bound(model.parameters):
-        g = model.all_constraints(state.q, state.theta, state.s)
+        g = model.all_constraints(state.q, state.theta, state.s, t=t)
         potential = model.potential_energy(state.q, state.s)
     J_scale, L_scale = model.momentum_scales(state.q, state.v, state.p)
     return {"kinetic_energy": model.kinetic_energy(state.v, state.p),
@@ -77,6 +78,7 @@ class PartView:
 
     @property
     def rotation(self):
+        """(N+1, 3, 3) R = [d1 d2 d3]: the body axes in inertial axes."""
         self._rigid()
         return np.swapaxes(self._d, 1, 2)
 
@@ -90,11 +92,13 @@ class PartView:
 
     @property
     def angular_velocity(self):
+        """(N+1, 3) ω = ½ Σ d_i × ḋ_i in inertial axes, rad/s."""
         self._rigid()
         return np.asarray(angular_velocity(self._d, self._d_rate))
 
     @property
     def angular_velocity_body(self):
+        """(N+1, 3) Rᵀ ω in body axes, rad/s."""
         return np.einsum("nji,nj->ni", self.rotation, self.angular_velocity)
 
     def euler(self, sequence="ZYX", degrees=False):
@@ -248,19 +252,24 @@ class Solution:
 
     @property
     def energy(self) -> Energy:
+        """Kinetic, potential and total energy at every node (N+1,) each, J."""
         T, V = self.diagnostics["kinetic_energy"], self.diagnostics["potential_energy"]
         return Energy(T, V, T + V)
 
     @property
     def linear_momentum(self):
+        """(N+1, 3) total linear momentum, kg m/s."""
         return self.diagnostics["linear_momentum"]
 
     @property
     def angular_momentum(self):
+        """(N+1, 3) total angular momentum about the origin (hybrid rotors' spin included), kg m²/s."""
         return self.diagnostics["angular_momentum"]
 
     @property
     def constraint_residual(self):
+        """(N+1,) max ``|g|`` over every constraint row at each node (m or 1: rows mix lengths and
+        director products)."""
         return self.diagnostics["constraint_residual"]
 
     @property

@@ -56,3 +56,22 @@ def test_readme_snippets_run_and_conserve():
         sol = scope["sol"]
         E = sol.energy.total
         assert np.max(np.abs(sol.energy_balance_error)) <= 1e-10 * abs(E[0])
+
+
+def test_cli_help_names_every_option_and_study():
+    """Every command, option and choice has a help text; every study and problem is described."""
+    import argparse
+
+    from conserve import cli
+
+    top = cli.parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) == {"demo", "reproduce", "convergence"}
+    for name, sub in commands.choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"conserve {name}: {action.dest} has no help"
+            for choice in action.choices or ():
+                assert str(choice) in action.help, f"conserve {name} {action.dest}: {choice} not described"
+    assert set(cli.STUDIES) == {*cli.REPRODUCTIONS, "all"}

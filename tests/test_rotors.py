@@ -2,6 +2,8 @@
 bodies: exact discrete energy balance and angular momentum, the reaction-wheel spin-up, second
 order convergence of both models, and the winch rope."""
 
+import csv
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -163,9 +165,27 @@ def test_full_body_wheels_converge_at_omega_h_twenty():
 
 
 def test_rotor_views_survive_save_and_load(tmp_path):
+    """... and both rotor models write the same CSV columns (a full-body wheel's part, bearing joint
+    and motor only under the wheel's name), which hold the rotor views and the motors' work."""
+    headers = {}
     for model in ("hybrid", "body"):
         sol = cs.simulate(spacecraft(model), t_end=0.05, dt=1e-2)
         sol.save(tmp_path / model)
         back = cs.Solution.load(tmp_path / model)
         for field in ("angle", "rate", "momentum"):
             np.testing.assert_array_equal(getattr(back.rotor("wheel1"), field), getattr(sol.rotor("wheel1"), field))
+        sol.to_csv(tmp_path / f"{model}.csv")
+        back.to_csv(tmp_path / f"{model} loaded.csv")
+        text = (tmp_path / f"{model}.csv").read_text()
+        assert (tmp_path / f"{model} loaded.csv").read_text() == text
+        with open(tmp_path / f"{model}.csv", newline="") as f:
+            header, *rows = list(csv.reader(f))
+        data = dict(zip(header, np.array(rows, float).T))
+        np.testing.assert_array_equal(data["wheel1.rate [rad/s]"], sol.rotor("wheel1").rate)
+        np.testing.assert_array_equal(data["wheel1.axial_momentum [kg m^2/s]"], sol.rotor("wheel1").momentum)
+        work = sol.work_by_element["wheel1" if model == "hybrid" else "wheel1 motor"]
+        np.testing.assert_allclose(data["wheel1.work [J]"], np.concatenate([[0.0], np.cumsum(work)]), rtol=0,
+                                   atol=1e-15)
+        headers[model] = header
+    assert headers["hybrid"] == headers["body"]
+    assert all(h.endswith("]") and " [" in h for h in headers["hybrid"])

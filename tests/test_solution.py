@@ -98,11 +98,18 @@ def test_inertia_is_kept_as_given():
 
 
 def test_csv_columns(sol, tmp_path):
+    """Every column carries its unit; values are the Solution's, the tip's sensors included."""
+    import csv
+
     sol.to_csv(tmp_path / "run.csv")
-    data = np.genfromtxt(tmp_path / "run.csv", delimiter=",", names=True)
-    assert len(data) == len(sol)
-    np.testing.assert_allclose(data["total_energy"], sol.energy.total, rtol=1e-15)
-    np.testing.assert_allclose(data["topq_w"], sol["top"].quaternion[:, 0], rtol=1e-15)
+    with open(tmp_path / "run.csv", newline="") as f:
+        header, *rows = list(csv.reader(f))
+    data = dict(zip(header, np.array(rows, float).T))
+    assert len(rows) == len(sol)
+    assert all(h.endswith("]") and " [" in h for h in header)
+    np.testing.assert_array_equal(data["total_energy [J]"], sol.energy.total)
+    np.testing.assert_array_equal(data["top.q_w [1]"], sol["top"].quaternion[:, 0])
+    np.testing.assert_array_equal(data["top.omega_z [rad/s]"], sol["top"].angular_velocity[:, 2])
 
 
 def test_csv_quotes_names_with_commas_and_newlines(tmp_path):
@@ -117,7 +124,7 @@ def test_csv_quotes_names_with_commas_and_newlines(tmp_path):
     with open(tmp_path / "run.csv", newline="") as f:
         header, *rows = list(csv.reader(f))
     assert len(rows) == len(run) and all(len(r) == len(header) for r in rows)
-    column = [float(r[header.index(f"{name}.x_x")]) for r in rows]
+    column = [float(r[header.index(f"{name}.x_x [m]")]) for r in rows]
     np.testing.assert_array_equal(column, run[name].position[:, 0])
 
 

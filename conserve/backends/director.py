@@ -192,7 +192,8 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense(), memory=N
         return _residual(model, state, t, h, x, nq, nc, nr)
 
     x0 = _initial_guess(model, state, lam, h)
-    size = blocks((jnp.zeros(nq), model.constraint_magnitudes(q0, state.theta, state.s), jnp.zeros(nr), jnp.zeros(nr)))
+    size = blocks((jnp.zeros(nq), model.constraint_magnitudes(q0, state.theta, state.s, t + h), jnp.zeros(nr),
+                   jnp.zeros(nr)))
     x, iterations, converged, history, memory = newton_solve(residual, x0, newton, partial(weights, state), size,
                                                              linear, memory)
     dq, lam1, dp, dtheta = split(x)

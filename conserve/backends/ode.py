@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ..errors import ModelError
 from ..model.assembled import State
 from ..model.parameters import bound
 from .base import ReferenceBackend
@@ -149,6 +150,10 @@ def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12):
     per step (N, n_s + n_r) and work per step (N, n_w) in J, stats, failure). Nodes at t0 + k dt,
     k = 0 … N; if solve_ivp fails, the nodes it reached and its message as ``failure`` (else None)."""
     model, state = assembly.model, assembly.initial_state
+    if model.time_dependent:
+        raise ModelError("backend 'ode': prescribed motions (JointDrive) are not supported by the reference "
+                         "ODE (its constraints are differentiated to the acceleration level without time "
+                         "derivatives of the laws); use 'director' or 'reduced'.")
     H0 = np.asarray(null_space(model.tree, model.blocks(state.q)))
     nu0 = np.linalg.lstsq(H0, np.asarray(state.v), rcond=None)[0]
     n_energies = state.s.shape[0] + state.p.shape[0] + _n_work(model)  # dissipation per damper, work per motor and load

@@ -180,7 +180,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     nu0 = jnp.linalg.solve(H0.T @ H0, H0.T @ state.v)
     rates = model.rotor_relative_rates(q0, state.v, state.p)
     x0 = jnp.concatenate([h * nu0, lam[cut], jnp.zeros(nr), h * rates])
-    g_size = model.constraint_magnitudes(q0, state.theta, state.s)
+    g_size = model.constraint_magnitudes(q0, state.theta, state.s, t + h)
     size = jnp.concatenate([jnp.zeros(nd - len(loop)), g_size[loop], g_size[cut], jnp.zeros(2 * nr)])
     x, *result, _ = newton_solve(residual, x0, newton, weights, size)
     u, lam_c, dp, dtheta = split(x)
@@ -312,7 +312,7 @@ def step_structured(model: Model, state: State, lam, t, h, newton, inner, memory
                else memory.factors[1])
     u0 = increment_rates(tree, inverse, xd0[:nq])
     x0 = jnp.concatenate([u0, xd0[nq:]])
-    size = jnp.concatenate([jnp.zeros(nq), model.constraint_magnitudes(state.q, state.theta, state.s),
+    size = jnp.concatenate([jnp.zeros(nq), model.constraint_magnitudes(state.q, state.theta, state.s, t + h),
                             jnp.zeros(2 * nr)])[select]
     x, iterations, converged, history, memory = newton_solve(residual, x0, newton, weights, size, linear, memory,
                                                              CHORD_ERROR_MINIMAL)

@@ -90,7 +90,7 @@ def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta):
     gq, gtheta, gs = constraint_force(model, q0, q1, state.theta, theta1, state.s, s1, lam)
     f = discrete_forces(model, t, h, state, q1, (2.0 / h**2) * gs if coupled else None)[0]
     r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + gq
-    r2 = model.constraints(q1, theta1, s1)
+    r2 = model.constraints(q1, theta1, s1, t + h)  # a prescribed motion at t_{n+1}
     if not model.n_rotors:  # no hybrid rotors: the plain director step
         return r1, r2, dp, dtheta
     rotor_force, r_dq, tau, _, _ = rotor_step(model, t, h, state, q1, dp, dtheta)
@@ -110,6 +110,16 @@ def _two_sum(a, b):
     s = a + b
     b_virtual = s - a
     return s, (a - (s - b_virtual)) + (b - b_virtual)
+
+
+def drive_work(model: Model, h, s0, s1, multipliers):
+    """(n_d,) the discrete work −(2/h²) λ̃ Δs of each prescribed motion over a step (J), Δs its
+    coordinate's exact increment (:mod:`conserve.model.drives`): the constraint force of a
+    rheonomic row does work, as the energy balance counts it."""
+    lam = model.to_all_rows(multipliers)
+    work = [-(2.0 / h**2) * lam[rows] * (s1 - s0)[p["coordinates"][:, 0]]
+            for kind, p, rows in model.constraint_groups() if getattr(kind, "rheonomic", False)]
+    return jnp.concatenate(work) if work else jnp.zeros((0,), s0.dtype)
 
 
 def advance(model: Model, state: State, t, h, dq, dp, dtheta, multipliers, newton_result):
@@ -135,6 +145,7 @@ def advance(model: Model, state: State, t, h, dq, dp, dtheta, multipliers, newto
     else:
         rotor_work = rotor_dissipation = jnp.zeros((0,), q0.dtype)
     new = State(q1, 2.0 * dq / h - v0, s1, state.p + dp, state.theta + dtheta, q1_low)
-    info = StepRecord(iterations, converged, history, jnp.concatenate([work, rotor_work]),
+    info = StepRecord(iterations, converged, history, jnp.concatenate([work, rotor_work,
+                                                                       drive_work(model, h, state.s, s1, multipliers)]),
                       jnp.concatenate([dissipation, rotor_dissipation]), jnp.int32(1), multipliers)
     return new, info

@@ -3,6 +3,7 @@
 from .assembled import Energy, Model, State
 from .bodies import Ground, PointMass, RigidBody, ground
 from .custom import Constraint, Potential
+from .drives import JointDrive
 from .forces import CentralGravity, Force, Gravity, JointMotor, JointSpringDamper, SpringDamper, Torque
 from .rope import Rope
 from .rotors import Rotor
@@ -12,7 +13,7 @@ from .joints import (Cylindrical, Distance, Fixed, Parallel, Perpendicular, Plan
 from .system import Assembly, Layout, System
 
 __all__ = ["Energy", "Model", "State", "Ground", "PointMass", "RigidBody", "ground", "Constraint",
-           "Potential", "CentralGravity", "Force", "Gravity", "JointMotor", "JointSpringDamper",
+           "Potential", "CentralGravity", "Force", "Gravity", "JointDrive", "JointMotor", "JointSpringDamper",
            "SpringDamper", "Torque", "Cylindrical", "Distance", "Fixed", "Parallel", "Perpendicular",
            "Planar", "Prismatic", "Revolute", "Spherical", "Universal", "Rope", "Rotor", "RotorState", "Assembly",
            "Layout", "System"]

@@ -225,33 +225,39 @@ class Model:
         """True if a constraint reads the tracked joint coordinates s (coordinate relations)."""
         return any(k.reads_coordinates for k in self.constraint_kinds)
 
-    def configuration(self, q, theta, s):
-        """The :class:`Configuration` constraint kinds see: blocks, rotor spin angles, joint coordinates."""
-        return Configuration(self.blocks(q), theta, s)
+    def configuration(self, q, theta, s, t=0.0):
+        """The :class:`Configuration` constraint kinds see: blocks, rotor spin angles, joint
+        coordinates and the time t (s; only prescribed motions read it)."""
+        return Configuration(self.blocks(q), theta, s, t)
 
-    def all_constraints(self, q, theta, s, field="residual"):
-        """g(q, θ, s) with every row, kind by kind, element-major within a kind (monitoring);
+    @property
+    def time_dependent(self):
+        """True if a constraint depends on time (a prescribed motion, :mod:`conserve.model.drives`)."""
+        return any(getattr(k, "rheonomic", False) for k in self.constraint_kinds)
+
+    def all_constraints(self, q, theta, s, field="residual", t=0.0):
+        """g(q, θ, s, t) with every row, kind by kind, element-major within a kind (monitoring);
         ``field="magnitude"``: the size of the terms each row adds up (its round-off is ε times it)."""
-        C = self.configuration(q, theta, s)
+        C = self.configuration(q, theta, s, t)
         rows = [getattr(k, field)(p, C).ravel() for k, p in zip(self.constraint_kinds, self.constraint_params)]
         return jnp.concatenate(rows) if rows else jnp.zeros((0,), q.dtype)
 
-    def constraints(self, q, theta, s):
-        """g(q, θ, s) restricted to the kept rows, (n_c,)."""
-        return self._kept(self.all_constraints(q, theta, s))
+    def constraints(self, q, theta, s, t=0.0):
+        """g(q, θ, s, t) restricted to the kept rows, (n_c,)."""
+        return self._kept(self.all_constraints(q, theta, s, t=t))
 
-    def constraint_magnitudes(self, q, theta, s):
+    def constraint_magnitudes(self, q, theta, s, t=0.0):
         """(n_c,) the size of the terms of each kept row of g (m for points, 1 for directors, …):
         its round-off level is ε times it, whatever the distance from the origin."""
-        return self._kept(self.all_constraints(q, theta, s, "magnitude"))
+        return self._kept(self.all_constraints(q, theta, s, "magnitude", t))
 
     def _kept(self, rows):
         return rows if self._all_kept else rows[np.asarray(self.constraint_keep, dtype=np.int64)]
 
-    def initial_constraints(self, q, theta):
-        """g(q, θ, s(q)) with the joint coordinates computed from q: for the checks at assembly,
+    def initial_constraints(self, q, theta, t=0.0):
+        """g(q, θ, s(q), t) with the joint coordinates computed from q: for the checks at assembly,
         where G = ∂g/∂(q, θ) must include the dependence of s on q."""
-        return self.all_constraints(q, theta, self.coordinate_values(q))
+        return self.all_constraints(q, theta, self.coordinate_values(q), t=t)
 
     # --- joint coordinates (spring-damper-motor elements) -------------------------------
     def coordinate_groups(self):

@@ -312,15 +312,7 @@ class _OnJoint(_CoordinateForce):
     def __init__(self, joint, coordinate, name, stiffness, damping, rest, motor):
         if not isinstance(joint, Joint):
             raise ModelError(f"'{name}': acts on a joint (Revolute, Prismatic, Cylindrical), got {joint!r}.")
-        if coordinate is None:
-            if len(joint.coordinates) != 1:
-                raise ModelError(f"'{name}': joint '{joint.name}' has coordinates {joint.coordinates or 'none'}; "
-                                 "choose one with coordinate='angle' or 'slide'.")
-            coordinate = joint.coordinates[0]
-        self.joint, self.coordinate = joint, coordinate
-        if coordinate not in joint.coordinates:
-            raise ModelError(f"'{name}': joint '{joint.name}' has no {coordinate} coordinate; "
-                             f"it has: {', '.join(joint.coordinates) or 'none'}.")
+        self.joint, self.coordinate = joint, joint.chosen_coordinate(coordinate, name)
         super().__init__(name, stiffness, damping, rest, motor)
 
     def parts(self):

@@ -272,6 +272,19 @@ class Joint(ConstraintElement):
                              (("e1", "e2", "b") if which == "angle" else ("u",))}
         return record
 
+    def chosen_coordinate(self, which, owner):
+        """The coordinate ``which`` ('angle', 'slide' or None: the joint's only one) an element
+        ``owner`` (a spring, motor or drive) acts on, or a ModelError saying what the joint has."""
+        if which is None:
+            if len(self.coordinates) != 1:
+                raise ModelError(f"'{owner}': joint '{self.name}' has coordinates {self.coordinates or 'none'}; "
+                                 "choose one with coordinate='angle' or 'slide'.")
+            return self.coordinates[0]
+        if which not in self.coordinates:
+            raise ModelError(f"'{owner}': joint '{self.name}' has no {which} coordinate; "
+                             f"it has: {', '.join(self.coordinates) or 'none'}.")
+        return which
+
     def coordinate(self, which, layout):
         """(geometry, params) of the joint coordinate ``which`` ('angle' or 'slide')."""
         if which not in self.coordinates:

@@ -285,7 +285,9 @@ def stacked_terms(terms, layout: Layout, tree_owners):
     layout.coordinate_names = [t.owner for _, _, ts in groups["coordinate"] for t in ts]
     layout.work_names = ([t.owner for k, _, ts in groups["coordinate"] if k.motor is not None for t in ts]
                          + [t.owner for _, _, ts in groups["load"] for t in ts]
-                         + [r.name for r in layout.rotors if r.motor is not None])
+                         + [r.name for r in layout.rotors if r.motor is not None]
+                         + [t.owner for k, _, ts in groups["constraint"] if getattr(k, "rheonomic", False)
+                            for t in ts])
     layout.dissipation_names = layout.coordinate_names + [r.name for r in layout.rotors]
     return groups, row_priority
 
@@ -377,16 +379,19 @@ def independent_rows(G, order, tol=RANK_TOL):
     return sorted(keep)
 
 
-def initial_gaps(model: Model, state: State, theta_rate):
-    """(g, its tolerance, G v', its tolerance, G = ∂g/∂(q, θ)) of every constraint row at a state,
-    v' = (v, θ'), θ' the rotors' spin rates relative to their masters: the checks of
-    :func:`checked_constraints` (pure jax; :func:`conserve.simulate_batch` vmaps it over members)."""
-    G = jnp.hstack(jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta))
-    g = model.initial_constraints(state.q, state.theta)
+def initial_gaps(model: Model, state: State, theta_rate, t=0.0):
+    """(g, its tolerance, ġ = G v' + ∂g/∂t, its tolerance, G = ∂g/∂(q, θ)) of every constraint row
+    at a state at time t (s), v' = (v, θ'), θ' the rotors' spin rates relative to their masters:
+    the checks of :func:`checked_constraints` (pure jax; :func:`conserve.simulate_batch` vmaps it
+    over members). ∂g/∂t is the rate of prescribed motions (:mod:`conserve.model.drives`)."""
+    t = jnp.asarray(t, state.q.dtype)
+    G = jnp.hstack(jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta, t))
+    g, g_t = jax.jvp(lambda time: model.initial_constraints(state.q, state.theta, time), (t,), (jnp.ones_like(t),))
     s0 = model.coordinate_values(state.q)
-    tol = POSITION_TOL + ROUNDOFF * model.all_constraints(state.q, state.theta, s0, "magnitude")
+    tol = POSITION_TOL + ROUNDOFF * model.all_constraints(state.q, state.theta, s0, "magnitude", t)
     velocities = jnp.concatenate([state.v, theta_rate])
-    return g, tol, G @ velocities, VELOCITY_TOL * (1.0 + jnp.abs(G) @ jnp.abs(velocities)), G
+    return (g, tol, G @ velocities + g_t, VELOCITY_TOL * (1.0 + jnp.abs(G) @ jnp.abs(velocities) + jnp.abs(g_t)),
+            G)
 
 
 def projected_velocities(model: Model, layout: Layout, state: State) -> State:
@@ -425,6 +430,47 @@ def projected_velocities(model: Model, layout: Layout, state: State) -> State:
     return state._replace(v=jnp.asarray(v1), p=jnp.asarray(p1))
 
 
+def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0):
+    """Raise InconsistentInitialState naming the first element whose constraint rows the initial
+    positions (|g| > tol) or velocities (|ġ| > vtol) violate, at time t0 (s), with how to fix it."""
+    for owner, rows in _rows_by_owner(layout, zip(np.abs(g), tol)).items():
+        if not all(gap <= limit for _, (gap, limit) in rows):  # also catches NaN
+            worst = max(gap for _, (gap, _) in rows)
+            detail = ", ".join(f"{r}: {gap:.3g}" for r, (gap, limit) in rows if not gap <= limit)
+            if [r for r, _ in rows] == ["drive"]:
+                raise InconsistentInitialState(
+                    f"'{owner}': at t0 = {t0:g} s its joint's coordinate differs from the drive law's value by "
+                    f"{worst:.3g}; pose the joint at law(t0) (cs.set_joints on the system without the drive gives "
+                    "the parts' positions) or shift the law.")
+            raise InconsistentInitialState(
+                f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
+                "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
+                "from which both body points are computed).")
+    for owner, rows in _rows_by_owner(layout, zip(rates, vtol)).items():
+        if not all(abs(rate) <= limit for _, (rate, limit) in rows):
+            vals = np.array([rate for _, (rate, _) in rows])
+            if [r for r, _ in rows] == ["drive"]:
+                raise InconsistentInitialState(
+                    f"'{owner}': at t0 = {t0:g} s its joint's rate differs from the drive law's rate by {vals[0]:.6g} "
+                    "(ṡ − law'(t0)); give the parts the velocities the law asks for.")
+            raise InconsistentInitialState(
+                f"'{owner}': the initial velocities violate its constraint: d/dt of "
+                f"({', '.join(r for r, _ in rows)}) = {np.array2string(vals, precision=6)}; give velocities "
+                "the joint allows, e.g. for a body pinned at point r0 with angular velocity ω the centre of "
+                "mass needs velocity ω × (x_c − r0).")
+
+
+def check_drives_at(assembly: Assembly, t0):
+    """A run of a model with prescribed motions that starts at t0 ≠ 0 (assembly checked them at
+    t = 0): its initial state against every constraint at t0, or InconsistentInitialState."""
+    model, state = assembly.model, assembly.initial_state
+    if not model.time_dependent or t0 == 0.0 or not assembly.layout.constraint_rows:
+        return
+    spin = model.rotor_relative_rates(state.q, state.v, state.p)
+    g, tol, rates, vtol, _ = (np.asarray(a) for a in initial_gaps(model, state, spin, t0))
+    refuse_gaps(assembly.layout, g, tol, rates, vtol, t0)
+
+
 def checked_constraints(model: Model, layout: Layout, state: State, row_priority, redundant):
     """Raise on initial positions/velocities off the constraints; return the rows to keep (a tuple
     of indices into ``layout.constraint_rows``; the redundant ones dropped, or refused when
@@ -436,22 +482,7 @@ def checked_constraints(model: Model, layout: Layout, state: State, row_priority
         layout.rank, layout.degrees_of_freedom = 0, n_q
         return ()
     g, tol, rates, vtol, G = (np.asarray(a) for a in initial_gaps(model, state, jnp.asarray(spin_rates)))
-    for owner, rows in _rows_by_owner(layout, zip(np.abs(g), tol)).items():
-        if not all(gap <= t for _, (gap, t) in rows):  # also catches NaN
-            worst = max(gap for _, (gap, _) in rows)
-            detail = ", ".join(f"{r}: {gap:.3g}" for r, (gap, t) in rows if not gap <= t)
-            raise InconsistentInitialState(
-                f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
-                "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
-                "from which both body points are computed).")
-    for owner, rows in _rows_by_owner(layout, zip(rates, vtol)).items():
-        if not all(abs(rate) <= t for _, (rate, t) in rows):
-            vals = np.array([rate for _, (rate, _) in rows])
-            raise InconsistentInitialState(
-                f"'{owner}': the initial velocities violate its constraint: d/dt of "
-                f"({', '.join(r for r, _ in rows)}) = {np.array2string(vals, precision=6)}; give velocities "
-                "the joint allows, e.g. for a body pinned at point r0 with angular velocity ω the centre of "
-                "mass needs velocity ω × (x_c − r0).")
+    refuse_gaps(layout, g, tol, rates, vtol)
     order = sorted(range(len(row_priority)), key=lambda i: row_priority[i])
     keep = independent_rows(G, order)
     layout.rank = len(keep)

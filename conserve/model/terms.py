@@ -38,16 +38,18 @@ class Term:
 
 
 
-@partial(jax.tree_util.register_dataclass, data_fields=["Q", "theta", "s"], meta_fields=[])
+@partial(jax.tree_util.register_dataclass, data_fields=["Q", "theta", "s", "t"], meta_fields=[])
 @dataclass(frozen=True)
 class Configuration:
     """What constraint kinds see: the extended block array Q (indexing ``C[idx]`` reads Q), the
-    spin angles θ (n_r,) of the hybrid rotors, which winch ropes couple to positions, and the
-    tracked joint coordinates s (n_s,), which coordinate relations couple."""
+    spin angles θ (n_r,) of the hybrid rotors, which winch ropes couple to positions, the
+    tracked joint coordinates s (n_s,), which coordinate relations couple, and the time t in s,
+    which prescribed motions read (:mod:`conserve.model.drives`)."""
 
     Q: jax.Array
     theta: jax.Array
     s: jax.Array
+    t: jax.Array = 0.0
 
     def __getitem__(self, index):
         return self.Q[index]

@@ -1,0 +1,178 @@
+"""Benchmark: work against precision, conserve order 2 and 4 against scipy DOP853 (issue 18).
+
+    taskset -c 0 python benchmarks/work_precision.py   # ~1.5 min; writes benchmarks/results/work_precision.{md,png}
+    python benchmarks/work_precision.py --quick        # fewer points, prints only
+
+Pinned to CPU 0 at start (``_peers.pin_to_core0``; on this shared 2-core machine unpinned jax
+timings vary 3–100×). All methods in one process, best of 3 whole-run times after compilation.
+
+* **P3a spacecraft** (hybrid wheels, motor torques), T = 20 s. Error = core attitude error
+  ‖R(T) − R_ref(T)‖_F against scipy DOP853 at rtol 1e-12 on the gyrostat equations (the
+  reference of ``benchmarks/spacecraft.py``, whose functions are reused). Peer: DOP853 on the
+  same hand-written gyrostat equations (Python right-hand side) over a sweep of tolerances.
+* **P1 heavy top**, T = 2 s. Error = azimuth error of the centre of mass against the exact steady
+  precession (``benchmarks/heavy_top.py``). Peer: DOP853 on Euler's equations of the top.
+* conserve: ``simulate(..., order=2)`` (the energy-momentum step) and ``order=4`` (its
+  composition, :mod:`conserve.backends.compose`) over a sweep of Δt; energy balance reported.
+
+The cost of each method at error 1e-8 is interpolated log-log between the two runs that
+bracket it (not extrapolated); the target: conserve at most as slow as DOP853 there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import conserve as cs  # noqa: E402
+from conserve.problems import HeavyTop, spacecraft  # noqa: E402
+
+import heavy_top as ht  # noqa: E402
+import spacecraft as sc  # noqa: E402
+from _peers import pin_to_core0  # noqa: E402
+
+OUT = Path(__file__).parent / "results" / "work_precision"
+TARGET = 1e-8
+
+
+def timed_conserve(assembly, t_end, dt, order, error, repeats):
+    """(error, best run time s, energy-balance error relative) of one conserve setting."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cs.CoarseStepWarning)
+        cs.simulate(assembly, t_end=dt, dt=dt, order=order)  # compile
+        runs = [cs.simulate(assembly, t_end=t_end, dt=dt, order=order) for _ in range(repeats)]
+    best = min(runs, key=lambda s: s.stats["run_time"])
+    balance = float(np.max(np.abs(best.energy_balance_error)) / abs(best.energy.total[0]))
+    return error(best), best.stats["run_time"], balance
+
+
+def at_target(points):
+    """Wall time at error TARGET, log-log interpolated between the bracketing points, or None."""
+    pts = sorted((e, w) for e, w, *_ in points if np.isfinite(e) and e > 0)
+    for (e0, w0), (e1, w1) in zip(pts, pts[1:]):
+        if e0 <= TARGET <= e1:
+            f = np.log(TARGET / e0) / np.log(e1 / e0)
+            return float(np.exp(np.log(w0) + f * np.log(w1 / w0)))
+    return None
+
+
+def conserve_sweeps(label, assembly, t_end, error, sweeps, quick, repeats, log):
+    """{"conserve order k": [(error, run time, balance, setting)]} over the step sizes of each order."""
+    methods = {}
+    for order, dts in sweeps:
+        rows = []
+        for dt in (dts[::2] if quick else dts):
+            log(f"{label} conserve order {order} dt={dt:g} ...")
+            rows.append((*timed_conserve(assembly, t_end, dt, order, error, repeats), f"Δt = {dt:g}"))
+        methods[f"conserve order {order}"] = rows
+    return methods
+
+
+def spacecraft_study(quick, repeats, log):
+    R_ref = sc.run_dop(True, 1e-12, 1e-14)["R"]
+    assembly = spacecraft(model="hybrid", motors=True).assemble()
+    error = lambda sol: sc.err(sol["core"].rotation[-1], R_ref)  # noqa: E731
+    methods = conserve_sweeps("P3a", assembly, sc.T_END, error,
+                              ((2, (2e-2, 1e-2, 5e-3, 2.5e-3, 1.25e-3, 6.25e-4, 3.125e-4)),
+                               (4, (0.2, 0.1, 0.05, 0.025, 0.0125))), quick, repeats, log)
+    rows = []
+    for rtol in (1e-4, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11):
+        log(f"P3a DOP853 rtol={rtol:g} ...")
+        r = sc.run_dop(True, rtol, rtol * 1e-2, repeats=repeats)
+        rows.append((sc.err(r["R"], R_ref), r["wall"], r["balance"], f"rtol = {rtol:g}"))
+    methods["scipy DOP853 (gyrostat equations)"] = rows
+    return methods
+
+
+def top_study(quick, repeats, log):
+    top = HeavyTop()
+    assembly = top.system().assemble()
+    error = lambda sol: ht.azimuth_error(sol.t, sol["top"].position)  # noqa: E731
+    methods = conserve_sweeps("P1", assembly, ht.T_ACC, error, ((2, (2e-3, 1e-3, 5e-4, 2.5e-4, 1.25e-4)),
+                                                               (4, (8e-3, 4e-3, 2e-3, 1e-3, 5e-4, 2.5e-4))),
+                              quick, repeats, log)
+    rows = []
+    for rtol in (1e-6, 1e-8, 1e-10, 1e-12):
+        log(f"P1 DOP853 rtol={rtol:g} ...")
+        best = None
+        for _ in range(repeats):
+            res, wall = ht.solve_dop(rtol, ht.T_ACC)
+            best = (res, wall) if best is None or wall < best[1] else best
+        res, wall = best
+        x = top.l * res.y[:9].reshape(3, 3, -1)[:, 2, :].T
+        E = ht.energy_dop(res.y)
+        rows.append((ht.azimuth_error(res.t, x), wall, ht.energy_error(E), f"rtol = {rtol:g}"))
+    methods["scipy DOP853 (Euler's equations)"] = rows
+    return methods
+
+
+def table(title, methods, error_name):
+    lines = [f"## {title}", "", f"| method | setting | {error_name} | whole run [ms] | energy balance (relative) |",
+             "|---|---|---|---|---|"]
+    for name, rows in methods.items():
+        lines += [f"| {name} | {s} | {e:.2e} | {1e3 * w:.1f} | {b:.1e} |" for e, w, b, s in rows]
+    lines += ["", f"Cost at error {TARGET:g} (log-log interpolation between the bracketing runs):", ""]
+    costs = {name: at_target(rows) for name, rows in methods.items()}
+    peer = next(c for n, c in costs.items() if n.startswith("scipy"))
+    for name, c in costs.items():
+        compared = c is not None and peer is not None and not name.startswith("scipy")
+        ratio = f", {c / peer:.2f}× DOP853" if compared else ""
+        lines.append(f"- {name}: " + (f"{1e3 * c:.1f} ms{ratio}" if c is not None else "not bracketed by the runs"))
+    return lines, costs
+
+
+def plot(studies, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(studies), figsize=(5.5 * len(studies), 4.2))
+    for ax, (title, (methods, error_name)) in zip(np.atleast_1d(axes), studies.items()):
+        for name, rows in methods.items():
+            e, w = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+            ax.loglog(1e3 * w, e, "o-", label=name)
+        ax.axhline(TARGET, color="0.6", lw=0.8, ls="--")
+        ax.set_xlabel("whole run [ms] (pinned, after compilation)")
+        ax.set_ylabel(error_name)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="half the points, one repeat, print only")
+    args = ap.parse_args()
+    pin_to_core0()
+    repeats = 1 if args.quick else 3
+    log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
+    load = os.getloadavg()[0]
+    tic = time.perf_counter()
+    studies = {"P3a spacecraft, T = 20 s": (spacecraft_study(args.quick, repeats, log), "core attitude error"),
+               "P1 heavy top, T = 2 s": (top_study(args.quick, repeats, log), "azimuth error [rad]")}
+    lines = ["# Work against precision: conserve order 2 and 4 vs scipy DOP853", "",
+             f"One run of `python benchmarks/work_precision.py`{' --quick' if args.quick else ''}, pinned to CPU 0, "
+             f"load average at start {load:.2f}, {time.perf_counter() - tic:.0f} s in all; conserve "
+             f"{cs.__version__ if hasattr(cs, '__version__') else ''}. Whole-run times best of {repeats}, after "
+             "compilation. Method details in the script's docstring.", ""]
+    summary = []
+    for title, (methods, error_name) in studies.items():
+        part, costs = table(title, methods, error_name)
+        lines += part + [""]
+        summary.append((title, costs))
+    if not args.quick:
+        plot(studies, OUT.with_suffix(".png"))
+        lines += [f"![work-precision]({OUT.with_suffix('.png').name})", ""]
+        OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
