@@ -1,4 +1,4 @@
-"""Benchmark: work against precision, conserve order 2 and 4 against scipy DOP853 (issue 18).
+"""Benchmark: work against precision, conserve order 2, 4 and 6 against scipy DOP853 (issue 18).
 
     taskset -c 0 python benchmarks/work_precision.py   # ~1.5 min; writes benchmarks/results/work_precision.{md,png}
     python benchmarks/work_precision.py --quick        # fewer points, prints only
@@ -12,8 +12,8 @@ timings vary 3–100×). All methods in one process, best of 3 whole-run times a
   same hand-written gyrostat equations (Python right-hand side) over a sweep of tolerances.
 * **P1 heavy top**, T = 2 s. Error = azimuth error of the centre of mass against the exact steady
   precession (``benchmarks/heavy_top.py``). Peer: DOP853 on Euler's equations of the top.
-* conserve: ``simulate(..., order=2)`` (the energy-momentum step) and ``order=4`` (its
-  composition, :mod:`conserve.backends.compose`) over a sweep of Δt; energy balance reported.
+* conserve: ``simulate(..., order=2)`` (the energy-momentum step), ``order=4`` and ``order=6``
+  (its compositions, :mod:`conserve.backends.compose`) over a sweep of Δt; energy balance reported.
 
 The cost of each method at error 1e-8 is interpolated log-log between the two runs that
 bracket it (not extrapolated); the target: conserve at most as slow as DOP853 there.
@@ -81,7 +81,8 @@ def spacecraft_study(quick, repeats, log):
     error = lambda sol: sc.err(sol["core"].rotation[-1], R_ref)  # noqa: E731
     methods = conserve_sweeps("P3a", assembly, sc.T_END, error,
                               ((2, (2e-2, 1e-2, 5e-3, 2.5e-3, 1.25e-3, 6.25e-4, 3.125e-4)),
-                               (4, (0.2, 0.1, 0.05, 0.025, 0.0125))), quick, repeats, log)
+                               (4, (0.2, 0.1, 0.05, 0.025, 0.0125)), (6, (1.0, 0.5, 0.25, 0.125))),
+                              quick, repeats, log)
     rows = []
     for rtol in (1e-4, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11):
         log(f"P3a DOP853 rtol={rtol:g} ...")
@@ -96,7 +97,8 @@ def top_study(quick, repeats, log):
     assembly = top.system().assemble()
     error = lambda sol: ht.azimuth_error(sol.t, sol["top"].position)  # noqa: E731
     methods = conserve_sweeps("P1", assembly, ht.T_ACC, error, ((2, (2e-3, 1e-3, 5e-4, 2.5e-4, 1.25e-4)),
-                                                               (4, (8e-3, 4e-3, 2e-3, 1e-3, 5e-4, 2.5e-4))),
+                                                               (4, (8e-3, 4e-3, 2e-3, 1e-3, 5e-4, 2.5e-4)),
+                                                               (6, (8e-3, 4e-3, 2e-3, 1e-3, 5e-4))),
                               quick, repeats, log)
     rows = []
     for rtol in (1e-6, 1e-8, 1e-10, 1e-12):
@@ -157,7 +159,7 @@ def main():
     tic = time.perf_counter()
     studies = {"P3a spacecraft, T = 20 s": (spacecraft_study(args.quick, repeats, log), "core attitude error"),
                "P1 heavy top, T = 2 s": (top_study(args.quick, repeats, log), "azimuth error [rad]")}
-    lines = ["# Work against precision: conserve order 2 and 4 vs scipy DOP853", "",
+    lines = ["# Work against precision: conserve order 2, 4 and 6 vs scipy DOP853", "",
              f"One run of `python benchmarks/work_precision.py`{' --quick' if args.quick else ''}, pinned to CPU 0, "
              f"load average at start {load:.2f}, {time.perf_counter() - tic:.0f} s in all; conserve "
              f"{cs.__version__ if hasattr(cs, '__version__') else ''}. Whole-run times best of {repeats}, after "

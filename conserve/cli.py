@@ -125,8 +125,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--t-end", type=float, default=1.0, help="end time in s (default 1)")
     p.add_argument("--backend", choices=sorted(BACKENDS), default="director",
                    help=f"backend of every run: {', '.join(sorted(BACKENDS))} (default director)")
-    p.add_argument("--order", type=int, choices=[2, 4], default=2,
-                   help="2: the energy-momentum step; 4: its symmetric composition (default 2)")
+    p.add_argument("--order", type=int, choices=[2, 4, 6], default=2,
+                   help="2: the energy-momentum step; 4, 6: its symmetric compositions (default 2)")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
     return top
 

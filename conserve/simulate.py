@@ -140,10 +140,10 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     ode : options of the "ode" backend: {"method": any solve_ivp method (default "DOP853"),
         "rtol": 1e-10, "atol": 1e-12}
     newton : :class:`conserve.Newton` options (tolerance, iteration limit)
-    order : 2 (default: the energy-momentum step) or 4: each step of dt is a symmetric
-        composition of 5 energy-momentum steps, one of them backwards in time
+    order : 2 (default: the energy-momentum step), 4 or 6: each step of dt is a symmetric
+        composition of 5 (order 4) or 18 (order 6) energy-momentum steps, some backwards in time
         (:mod:`conserve.backends.compose`); energy, momentum and constraints stay exact at every
-        node, the error falls as dt⁴ (5× the cost per step)
+        node, the error falls as dt⁴ or dt⁶
     on_failure : "raise" (default: a step whose Newton iteration fails stops the run with a
         :class:`ConvergenceError`) or "subdivide" (retry it as 2, 4, … conserving sub-steps, down
         to dt / 2^max_subdivisions, :mod:`conserve.backends.subdivide`; ``sol.substeps`` records
@@ -255,7 +255,7 @@ def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise
     if order != 2:
         if isinstance(backend, ReferenceBackend):
             raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) has its own order; "
-                             "order=4 composes the energy-momentum step.")
+                             "order=4 or 6 composes the energy-momentum step.")
         backend = Composition(backend, order)
     if on_failure == "subdivide":
         if isinstance(backend, ReferenceBackend):

@@ -1,6 +1,6 @@
-"""Order 4 by symmetric composition of the energy-momentum step (``simulate(..., order=4)``,
-issue 18): the observed order of convergence is 4, and energy, momentum and constraints stay
-exact at every node although one sub-step in five goes backwards in time."""
+"""Orders 4 and 6 by symmetric composition of the energy-momentum step (``simulate(...,
+order=4|6)``, issue 18): the observed orders of convergence are 4 and 6, and energy, momentum and
+constraints stay exact at every node although some sub-steps go backwards in time."""
 
 import sys
 from pathlib import Path
@@ -16,11 +16,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from chain_scaling import chain  # noqa: E402
 
 
-def observed_orders(assembly, t_end, dts, error):
-    """Observed orders between consecutive step sizes of order-4 runs, against an order-4
-    reference at a quarter of the smallest step, and the runs themselves."""
-    ref = cs.simulate(assembly, t_end, dts[-1] / 4, order=4)
-    runs = [cs.simulate(assembly, t_end, dt, order=4) for dt in dts]
+def observed_orders(assembly, t_end, dts, error, order=4):
+    """Observed orders between consecutive step sizes of runs of ``order``, against a reference
+    of the same order at a quarter of the smallest step, and the runs themselves."""
+    ref = cs.simulate(assembly, t_end, dts[-1] / 4, order=order)
+    runs = [cs.simulate(assembly, t_end, dt, order=order) for dt in dts]
     errors = np.array([error(s, ref) for s in runs])
     return np.log(errors[:-1] / errors[1:]) / np.log(np.asarray(dts[:-1]) / np.asarray(dts[1:])), runs
 
@@ -52,6 +52,15 @@ def test_heavy_top_converges_with_order_four_and_conserves():
     assert 4 * plain.newton_iterations.sum() <= runs[0].newton_iterations.sum() <= 6 * plain.newton_iterations.sum()
 
 
+def test_heavy_top_converges_with_order_six_and_conserves():
+    """Order 6: Kahan–Li's nine stages of the doubled step (the step composed directly stays at
+    order 4, see conserve.backends.compose)."""
+    orders, runs = observed_orders(problems.heavy_top().assemble(), 0.2, [0.004, 0.002, 0.001], final_q, order=6)
+    assert np.all(np.abs(orders - 6.0) <= 0.3), orders
+    for sol in runs:
+        assert_conserving(sol, momentum_axes=(2,))
+
+
 @pytest.mark.slow
 def test_spacecraft_and_chain_converge_with_order_four():
     """P3 with hybrid rotors and motors (wheel spin momenta included in the error) and a 4-link
@@ -66,6 +75,19 @@ def test_spacecraft_and_chain_converge_with_order_four():
         assert_conserving(sol)  # motors do work: the balance E − E0 − W holds
     orders, runs = observed_orders(chain(4).assemble(), 1.0, [0.02, 0.01, 0.005], final_q)
     assert np.all(np.abs(orders - 4.0) <= 0.2), orders
+    for sol in runs:
+        assert_conserving(sol, momentum_axes=(2,))
+
+
+@pytest.mark.slow
+def test_spacecraft_and_chain_converge_with_order_six():
+    orders, runs = observed_orders(problems.spacecraft().assemble(), 2.0, [0.5, 0.25, 0.125],
+                                   lambda sol, ref: final_q(sol, ref) + np.max(np.abs(sol.p[-1] - ref.p[-1])), order=6)
+    assert np.all(np.abs(orders - 6.0) <= 0.3), orders
+    for sol in runs:
+        assert_conserving(sol)
+    orders, runs = observed_orders(chain(4).assemble(), 1.2, [0.06, 0.04, 0.03], final_q, order=6)
+    assert np.all(np.abs(orders - 6.0) <= 0.3), orders
     for sol in runs:
         assert_conserving(sol, momentum_axes=(2,))
 
@@ -85,9 +107,10 @@ def test_composed_run_resumes_bit_for_bit(tmp_path):
     np.testing.assert_array_equal(resumed.q, whole.q)
 
 
-def test_orders_other_than_two_and_four_are_refused():
+def test_orders_other_than_two_four_and_six_are_refused():
     top = problems.heavy_top()
-    with pytest.raises(ModelError, match="order must be 2 .* or 4"):
-        cs.simulate(top, 0.01, 0.001, order=6)
+    for order in (3, 8, True):
+        with pytest.raises(ModelError, match="order must be 2 .* or 4 or 6"):
+            cs.simulate(top, 0.01, 0.001, order=order)
     with pytest.raises(ModelError, match="reference integrator"):
         cs.simulate(top, 0.01, 0.001, order=4, backend="ode")

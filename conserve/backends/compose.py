@@ -1,4 +1,4 @@
-"""Higher order by symmetric composition (``simulate(..., order=4)``): one step of size h is s
+"""Higher order by symmetric composition (``simulate(..., order=4|6)``): one step of size h is s
 steps of a conserving step backend with sizes γ₁h, …, γ_s h (Yoshida 1990; Suzuki 1990;
 Hairer, Lubich and Wanner, Geometric Numerical Integration (GNI), §II.4 and §V.3).
 
@@ -16,16 +16,18 @@ Order 4 is Suzuki's five-stage composition, γ₁ = γ₂ = γ₄ = γ₅ = 1/(4
 4.0 on the heavy top, the P3 spacecraft with hybrid rotors and a 4-link chain
 (``tests/test_compose.py``).
 
-Why there is no order 6: the index-3 midpoint step is symmetric, but not a smooth near-identity
-map on the velocities. Its equations hold the velocities only through G(q_{n+½})(v_n + v_{n+1}) = 0,
-so the component of v normal to the constraint manifold (O(Δt²), not zero) changes sign at
-every step: a parasitic mode with multiplier −1 that the error expansion in odd powers of h
-behind composition does not cover. Composed with Kahan and Li's nine-stage coefficients of order 6
-(GNI eq. V.3.11, checked to give order 6.0 with the unconstrained midpoint rule and Störmer–Verlet
-on a pendulum), the step gave order 4.0 with a 1.3× larger error than the order-4 composition, on
-the heavy top, the spacecraft, a chain and a planar pendulum in Cartesian coordinates alike. Order
-6 would need a conserving scheme whose nodes also satisfy the velocity constraints (a
-Gear–Gupta–Leimkuhler form) or time finite elements of higher degree (Betsch and Steinmann 2000).
+Order 6 composes the *doubled* step Φ_{h/2}∘Φ_{h/2} with Kahan and Li's nine-stage coefficients
+(1997; GNI eq. V.3.11): 18 steps per step. The index-3 midpoint step is symmetric but not a smooth
+near-identity map on the velocities: its equations hold them only through
+G(q_{n+½})(v_n + v_{n+1}) = 0, so their component normal to the constraints (O(Δt²)) changes sign
+at every step — a parasitic mode with multiplier −1, outside the expansion in odd powers of h
+that composition relies on. Composed directly with Kahan–Li (checked to give 6.0 with the plain
+midpoint rule on a pendulum), the step gave order 4.0 with a 1.3× larger error than Suzuki's, on
+the heavy top, the spacecraft, a chain and a Cartesian pendulum alike. Two equal half steps undo
+the sign flip to leading order, and the doubled step (symmetric, order 2) composes to order 6:
+observed 5.97–6.0 on the heavy top and a 4-link chain and on the Cartesian pendulum
+(``tests/test_compose.py``). For order 4 the doubled step buys nothing (Suzuki on it: the same
+error per sub-step on the heavy top and the chain, 2.5× more on the spacecraft).
 
 The reported multipliers of a composed step are the impulse mean Σγ_i λ_i (the constraint
 impulse over the step divided by h), as (h²/2)·λ; the reduced backend recovers the multipliers it
@@ -43,14 +45,18 @@ from ..model.assembled import Model
 from .base import Carry, StepBackend, Wrapper
 
 _SUZUKI = 1.0 / (4.0 - 4.0 ** (1.0 / 3.0))
+_KAHAN_LI = (0.39216144400731413928, 0.33259913678935943860, -0.70624617255763935981, 0.082213596293550800230)
+_KAHAN_LI = (*_KAHAN_LI, 1.0 - 2.0 * sum(_KAHAN_LI), *_KAHAN_LI[::-1])
 
-#: order -> the sub-step fractions γ_i (symmetric, summing to 1, Σγ_i³ = 0)
-COEFFICIENTS = {4: (_SUZUKI, _SUZUKI, 1.0 - 4.0 * _SUZUKI, _SUZUKI, _SUZUKI)}
+#: order -> the sub-step fractions γ_i (symmetric, summing to 1): order 4 Suzuki's five stages,
+#: order 6 Kahan–Li's nine stages, each of them two equal half steps (see the module docstring)
+COEFFICIENTS = {4: (_SUZUKI, _SUZUKI, 1.0 - 4.0 * _SUZUKI, _SUZUKI, _SUZUKI),
+                6: tuple(half for g in _KAHAN_LI for half in (0.5 * g, 0.5 * g))}
 
 
 @dataclass(frozen=True)
 class Composition(Wrapper):
-    """``inner`` (an order-2 symmetric step backend) composed to order 4: each step is
+    """``inner`` (an order-2 symmetric step backend) composed to order 4 or 6: each step is
     ``len(COEFFICIENTS[order])`` sub-steps γ_i h of ``inner`` (a ``lax.scan`` over one copy of its
     step, so the compiled code does not grow with the number of stages)."""
 
@@ -97,5 +103,5 @@ def check_order(order):
     """``order`` as an int among 2 and the composed orders, or a ValueError saying which exist."""
     if order not in (2, *COEFFICIENTS) or isinstance(order, bool):
         raise ValueError(f"order must be 2 (the energy-momentum step) or {' or '.join(map(str, COEFFICIENTS))} "
-                         f"(its symmetric composition; see conserve.backends.compose on order 6), got {order!r}.")
+                         f"(its symmetric compositions, conserve.backends.compose), got {order!r}.")
     return int(order)

@@ -167,7 +167,7 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
     reference : a Solution, or a step size for a reference run of the first model (default:
         min(dts) / 8); a Richardson check of the reference (the same at half its step) is reported
     backend : backend of every run (a {label: backend} dict for several)
-    order : 2 or 4, the order of every run (``simulate(..., order=)``; a {label: order} dict for
+    order : 2, 4 or 6, the order of every run (``simulate(..., order=)``; a {label: order} dict for
         several); the reference runs at the first model's
     repeats : runs per point; the fastest run time is kept
     progress : show a progress bar per run on stderr
