@@ -46,18 +46,6 @@ def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
     return -force.reshape(force.shape[0], -1, 3)
 
 
-class _Attached:
-    """What the reactions need of a joint given by name: its parts and attachment points (from
-    the layout's record, :meth:`~conserve.model.joints.Joint.record`)."""
-
-    def __init__(self, layout, name):
-        record = layout.joints[name]
-        part = lambda n: ground if n == "ground" else next(p for p in layout.parts if p.name == n)  # noqa: E731
-        self.name, self.a, self.b = name, part(record["a"]), part(record["b"])
-        self.at_a = None if record["at_a"] is None else np.asarray(record["at_a"])
-        self.at_b = None if record["at_b"] is None else np.asarray(record["at_b"])
-
-
 def joint_reactions(system, solution, joint, frame="world") -> Reaction:
     """Reaction force and torque of ``joint`` on its two parts at every step of ``solution``.
 
@@ -67,12 +55,15 @@ def joint_reactions(system, solution, joint, frame="world") -> Reaction:
     """
     assembly = as_assembly(system, "joint_reactions")
     model, layout = assembly.model, assembly.layout
-    if isinstance(joint, str) and joint in layout.joints:
-        joint = _Attached(layout, joint)
-    rows = [i for i, (owner, _) in enumerate(layout.constraint_rows) if owner == getattr(joint, "name", None)]
-    if not isinstance(joint, (Joint, _Attached)) or not rows:
+    name = joint.name if isinstance(joint, Joint) else joint
+    rows = [i for i, (owner, _) in enumerate(layout.constraint_rows) if owner == name]
+    if not isinstance(name, str) or name not in layout.joints or not rows:
         raise ModelError(f"joint_reactions: {joint!r} is not a joint of this system; pass one of the "
                          f"Joint objects it was built from or a joint's name ({sorted(layout.joints)}).")
+    # the joint's parts and attachment points, from its record (:meth:`~conserve.model.joints.Joint.record`)
+    record = layout.joints[name]
+    part_a, part_b = (ground if record[k] == "ground" else next(p for p in layout.parts if p.name == record[k])
+                      for k in ("a", "b"))
     if len(solution) < 2:
         raise ModelError("joint_reactions: the solution has no step (reactions are per step).")
     keep = np.asarray(model.constraint_keep, dtype=np.int64)
@@ -100,18 +91,17 @@ def joint_reactions(system, solution, joint, frame="world") -> Reaction:
         arm = np.einsum("nkc,k->nc", qm[:, b[1:]], at)  # the midpoint's material point, as in Ḡ
         return F, M - np.cross(arm, F), qm[:, b[0]] + arm
 
-    at_a, at_b = (np.zeros(3) if getattr(joint, k) is None else np.asarray(getattr(joint, k), float)
-                  for k in ("at_a", "at_b"))
-    if isinstance(joint.a, Ground):
-        Fb, Mb, xb = wrench(joint.b, at_b)
+    at_a, at_b = (np.zeros(3) if record[k] is None else np.asarray(record[k], float) for k in ("at_a", "at_b"))
+    if isinstance(part_a, Ground):
+        Fb, Mb, xb = wrench(part_b, at_b)
         Fa, Ma = -Fb, -Mb - np.cross(xb - at_a, Fb)
-    elif isinstance(joint.b, Ground):
-        Fa, Ma, xa = wrench(joint.a, at_a)
+    elif isinstance(part_b, Ground):
+        Fa, Ma, xa = wrench(part_a, at_a)
         Fb, Mb = -Fa, -Ma - np.cross(xa - at_b, Fa)
     else:
-        (Fa, Ma, _), (Fb, Mb, _) = wrench(joint.a, at_a), wrench(joint.b, at_b)
-    named = {"a": joint.a, "b": joint.b}
-    target = named.get(frame) or next((p for p in (joint.a, joint.b, *layout.parts) if p.name == frame), None)
+        (Fa, Ma, _), (Fb, Mb, _) = wrench(part_a, at_a), wrench(part_b, at_b)
+    named = {"a": part_a, "b": part_b}
+    target = named.get(frame) or next((p for p in (part_a, part_b, *layout.parts) if p.name == frame), None)
     if frame != "world":
         if target is None:
             raise ModelError(f"joint_reactions: unknown frame {frame!r}; use 'world', 'a', 'b' or a part's name.")

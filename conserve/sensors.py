@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .kinematics.frames import GROUND_BLOCKS
+from .kinematics.rotations import angular_velocity
 
 
 class JointView(NamedTuple):
@@ -76,8 +77,8 @@ class Frames(NamedTuple):
         return self.x + u, self.x_rate + u_rate
 
     def angular_velocity(self):
-        """ω = ½ Σ d_i × ḋ_i (N+1, 3), inertial."""
-        return 0.5 * np.sum(np.cross(self.D, self.D_rate), axis=1)
+        """ω (N+1, 3), inertial (:func:`conserve.kinematics.rotations.angular_velocity`)."""
+        return np.asarray(angular_velocity(self.D, self.D_rate))
 
 
 def frames(q, v, frame) -> Frames:
@@ -98,7 +99,7 @@ def joint_view(name, record, solution) -> JointView:
     in_a = lambda w: np.einsum("nji,nj->ni", Ra, w)  # noqa: E731
     rotation = np.einsum("nji,njk->nik", Ra, np.swapaxes(b.D, 1, 2))
     omega_a = a.angular_velocity()
-    angular_velocity = in_a(b.angular_velocity() - omega_a)
+    relative_rate = in_a(b.angular_velocity() - omega_a)
     position = velocity = angle = angle_rate = slide = slide_rate = None
     if record["at_a"] is not None:
         (xa, xa_rate), (xb, xb_rate) = a.point(np.asarray(record["at_a"])), b.point(np.asarray(record["at_b"]))
@@ -113,11 +114,10 @@ def joint_view(name, record, solution) -> JointView:
         angle = np.unwrap(np.arctan2(p2, p1))
         angle_rate = (p1 * p2_rate - p2 * p1_rate) / (p1**2 + p2**2)
     if "slide" in record:
-        u, u_rate = a.vector(np.asarray(record["slide"]["u"]))
-        (xa, xa_rate), (xb, xb_rate) = a.point(np.asarray(record["at_a"])), b.point(np.asarray(record["at_b"]))
-        slide = np.einsum("ni,ni->n", u, xb - xa)
-        slide_rate = np.einsum("ni,ni->n", u_rate, xb - xa) + np.einsum("ni,ni->n", u, xb_rate - xa_rate)
-    return JointView(name, record["kind"], angle, angle_rate, slide, slide_rate, rotation, angular_velocity,
+        u, u_rate = a.vector(np.asarray(record["slide"]["u"]))  # a slide has points: r, ṙ from above
+        slide = np.einsum("ni,ni->n", u, r)
+        slide_rate = np.einsum("ni,ni->n", u_rate, r) + np.einsum("ni,ni->n", u, r_rate)
+    return JointView(name, record["kind"], angle, angle_rate, slide, slide_rate, rotation, relative_rate,
                      position, velocity, solution)
 
 

@@ -184,6 +184,12 @@ class Model:
         w = 0.5 * jnp.einsum("nij,nic,njc->n", alpha, dv, d)
         return p / self.rotor_params["axial_inertia"] - w
 
+    def rotor_momenta(self, q, v, rates):
+        """p_k = J_a,k (ω·a_k + θ'_k) (n_r,): the axial momenta that give the rotors the relative
+        spin rates θ' (rad/s) on masters moving with v (the inverse of :meth:`rotor_relative_rates`)."""
+        p0 = jnp.zeros_like(rates)
+        return self.rotor_params["axial_inertia"] * (rates - self.rotor_relative_rates(q, v, p0))
+
     # --- constraints ------------------------------------------------------------------
     @property
     def n_constraints(self):

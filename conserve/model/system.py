@@ -414,7 +414,7 @@ def projected_velocities(model: Model, layout: Layout, state: State) -> State:
     v = np.asarray(state.v)
     gap = Gq @ v + Gt @ np.asarray(spin_rates)
     v1 = v - MinvGt @ (np.linalg.pinv(Gq @ MinvGt, rcond=1e-12) @ gap)
-    p1 = state.p + model.rotor_params["axial_inertia"] * (spin_rates - model.rotor_relative_rates(state.q, v1, state.p))
+    p1 = model.rotor_momenta(state.q, v1, spin_rates)
     change, Q = (v1 - v).reshape(-1, 3), np.asarray(state.q).reshape(-1, 3)
     changes = []
     for part in layout.parts:
