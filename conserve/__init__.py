@@ -5,7 +5,7 @@ Importing conserve enables jax float64 (see :mod:`conserve._x64`).
 
 from . import _x64  # noqa: F401  (must run before any jax array is created)
 from . import kinematics, problems, studies  # noqa: F401
-from .cache import enable_compilation_cache
+from .compilation import enable_compilation_cache
 from .discrete import Newton
 from .errors import (CoarseStepWarning, ConvergenceError, FileError, InconsistentInitialState, InvalidInertia,
                      InvalidMass, InvalidOrientation, ModelError, SimulationError)

@@ -29,13 +29,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .compilation import jit_quick
 from .backends import ReferenceBackend
 from .errors import ConvergenceError, InconsistentInitialState, ModelError
 from .fingerprint import fingerprint
 from .model.assembled import State
 from .model.parameters import bound
 from .model.system import as_assembly, initial_gaps
-from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, compile_chunks, model_axes,
+from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, check_mode, compile_chunks, model_axes,
                        piece, resolve_backend, time_grid, warn_coarse_steps)
 from .solution import Solution, node_diagnostics
 
@@ -86,7 +87,7 @@ class Ensemble:
 
 
 def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director", newton=None, order=2, t0=0.0,
-                   chunk=CHUNK, progress=None) -> Ensemble:
+                   chunk=CHUNK, progress=None, compile="quick") -> Ensemble:
     """Integrate every member of an ensemble from t0 to t_end with the step dt, in one compiled,
     vmapped run (see the module docstring).
 
@@ -99,7 +100,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         (e.g. from ``assembly.initial_state`` with other velocities), or one State whose arrays
         have a leading member axis. Each is checked against the constraints (positions and
         velocities) as at assembly.
-    backend, newton, order, t0, chunk : as in :func:`conserve.simulate` (a step backend:
+    backend, newton, order, t0, chunk, compile : as in :func:`conserve.simulate` (a step backend:
         "director", "reduced" or a backend object)
     progress : optional ``progress(steps_done, n_steps)`` after every chunk (the furthest member)
 
@@ -122,14 +123,15 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     state = jax.tree.map(lambda *a: jnp.stack(a), *states)
     _check_states(model, batch, state, first)
     _warn_coarse_members(assemblies, states, dt)
-    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, **backend_settings(backend, False)}
+    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
+                "compile": check_mode(compile, "simulate_batch"), **backend_settings(backend, False)}
     backend = backend.prepare(first.model, states[0])
     carry = _per_member(backend.init, batch, model, state)
     diagnostics = _per_member(node_diagnostics, batch, model, state)
     m = len(states)
     n, failed, failures, chunks = np.zeros(m, np.int32), np.zeros(m, bool), {}, []
     args = (model, carry, jnp.asarray(n), jnp.asarray(n), jnp.float64(t0), jnp.float64(dt))
-    run, compile_time = compile_chunks(backend, chunk, args, batch)
+    run, compile_time = compile_chunks(backend, chunk, args, batch, settings["compile"])
     tic = time.perf_counter()
     while np.any((n < n_steps) & ~failed):
         n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed
@@ -239,7 +241,7 @@ def _stacked_models(assemblies):
     return jax.tree.unflatten(treedef, stacked), batch, member
 
 
-@partial(jax.jit, static_argnums=(0, 1))
+@jit_quick(static_argnums=(0, 1))
 def _per_member(fn, batch, model, state):
     """fn(model, state) of every member: vmapped, the model's leaves by ``batch``, the states by
     their leading axis (compiled once per function, model structure and batch)."""

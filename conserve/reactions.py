@@ -15,6 +15,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from .compilation import jit_quick
 from .backends.base import map_steps
 from .discrete.forces import constraint_force
 from .errors import ModelError
@@ -39,7 +40,7 @@ class Reaction(NamedTuple):
     torque_b: np.ndarray
 
 
-@jax.jit
+@jit_quick
 def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
     """Generalised constraint forces −Ḡᵀλ (N, n_blocks, 3) of the steps, λ (N, n_c) kept rows."""
     force = jax.vmap(lambda *a: constraint_force(model, *a)[0])(q0, q1, theta0, theta1, s0, s1, lam)

@@ -18,7 +18,7 @@ ROOT = pathlib.Path(conserve.__file__).parent
 
 #: layer of each module (a package's modules inherit its layer unless listed themselves)
 LAYERS = [
-    ("base", ["conserve._x64", "conserve.cache", "conserve.errors", "conserve.files", "conserve.kinematics"]),
+    ("base", ["conserve._x64", "conserve.compilation", "conserve.errors", "conserve.files", "conserve.kinematics"]),
     ("model", ["conserve.model"]),
     ("discrete", ["conserve.discrete"]),
     ("backends", ["conserve.backends"]),

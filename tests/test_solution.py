@@ -1,5 +1,7 @@
 """Solution: part views, export round trips, one compilation per model structure."""
 
+import sys
+
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
@@ -178,9 +180,14 @@ def test_same_structure_compiles_once():
     assert compiled_count() == min(before + 1, MAX_COMPILED)
 
 
-def test_the_compiled_cache_is_bounded():
-    """Old structures are dropped beyond MAX_COMPILED (each holds ~1000+ code mappings)."""
-    for k in range(MAX_COMPILED + 2):
-        parts = [cs.PointMass(f"p{i}", 1.0) for i in range(k + 1)]  # a new shape each time
-        cs.simulate(cs.System(parts), t_end=0.02, dt=1e-2)
-    assert compiled_count() == MAX_COMPILED
+def test_the_compiled_cache_is_bounded(monkeypatch):
+    """Old structures are dropped beyond MAX_COMPILED (each holds ~1000+ code mappings), the least
+    recently used first (here with a bound of 3, so that five structures show it)."""
+    monkeypatch.setattr(sys.modules["conserve.simulate"], "MAX_COMPILED", 3)
+    systems = [cs.System([cs.PointMass(f"p{i}", 1.0) for i in range(k + 1)]) for k in range(5)]  # a new shape each
+    for system in systems:
+        cs.simulate(system, t_end=0.02, dt=1e-2)
+    assert compiled_count() == 3
+    assert cs.simulate(systems[-1], t_end=0.02, dt=1e-2).stats["compile_time"] == 0.0  # kept
+    assert cs.simulate(systems[0], t_end=0.02, dt=1e-2).stats["compile_time"] > 0.0  # dropped: compiled again
+    assert compiled_count() == 3

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compilation import jit_quick
 from ..discrete.linear import BlockTree, Dense, block_tree
 from ..discrete.newton import Newton, empty_memory, newton_solve
 from ..discrete.scheme import advance, equations, predictor, rotor_weights
@@ -100,6 +101,10 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True):
     the :class:`~conserve.discrete.linear.BlockTree` of :func:`block_structure` if there is one
     (and, for "auto", at least ``TREE_MIN_NODES`` nodes), else :class:`~conserve.discrete.linear.Dense`;
     "tree" without a tree (or ``tree_possible`` False) is an error."""
+    n_rigid = model.rigid_frames.shape[0]
+    nodes = n_rigid + model.n_coordinates // 3 - 4 * n_rigid  # bodies and point masses
+    if backend.linear == "auto" and nodes < TREE_MIN_NODES:
+        return Dense()  # too small to gain from the tree: skip finding it (a compilation)
     tree = block_structure(model, state) if backend.linear != "dense" and tree_possible else None
     if tree is None and backend.linear == "tree":
         raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
@@ -128,7 +133,7 @@ def block_structure(model: Model, state: State):
     return block_tree(list(np.asarray(_sample_jacobians(model, state, noise))), node)
 
 
-@jax.jit
+@jit_quick
 def _sample_jacobians(model, state, noise):
     """(k, n, n) the step's dense Newton matrices for h = 1e-3 s at the initial guess plus each
     row of noise (k, n) (compiled once per model structure)."""

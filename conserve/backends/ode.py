@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ..compilation import jit_quick
 from ..errors import ModelError
 from ..model.assembled import State
 from ..model.parameters import bound
@@ -126,7 +127,7 @@ def _velocity_constraints(model, y):
     return jax.jvp(partial(_closure_constraints, model), (q, theta, s), (v, rates, s_dot))[1]
 
 
-@jax.jit
+@jit_quick
 def rhs(model, t, y):
     """dy/dt of the ODE state y = (q, ν, s, p, θ, E_d, W), the multipliers of the non-tree rows
     eliminated (see the module docstring)."""

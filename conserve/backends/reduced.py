@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compilation import jit_quick
 from ..discrete.forces import constraint_force
 from ..discrete.linear import BlockTree
 from ..discrete.newton import Newton, empty_memory, newton_solve
@@ -198,7 +199,7 @@ def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
     return lam.at[kept].set(jax.scipy.linalg.solve_triangular(Ra, -Qa.T @ r1))
 
 
-@jax.jit
+@jit_quick
 def _batch_multipliers(model: Model, before: State, after: State, lams, t, h):
     return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, None))(model, before, after, lams, t, h)
 

@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from ..compilation import jit_quick
+
 #: A direction is a symmetry when its motion changes each constraint and the potential by less
 #: than this relative to the size of the terms of the change.
 SYMMETRY_TOL = 1e-9
@@ -37,12 +39,8 @@ def conserved_directions(model, q0, theta0) -> dict:
     position = np.asarray(model.translational, bool)
     rotations = [np.eye(3), Rotation.from_rotvec([0.3, -0.7, 0.5]).as_matrix()]
 
-    def functions(x):  # every constraint row, every joint coordinate (motors and dampers act on them), V
-        s = model.coordinate_values(x)
-        return jnp.concatenate([model.all_constraints(x, theta0, s), s, model.potential_energy(x, s)[None]])
-
     configurations = [np.asarray(q0).reshape(n, 3) @ R.T for R in rotations]
-    jacobians = [np.asarray(jax.jacfwd(functions)(jnp.asarray(Q.ravel()))) for Q in configurations]
+    jacobians = [np.asarray(_invariance_jacobian(model, Q.ravel(), theta0)) for Q in configurations]
     out = {}
     for key in ("angular_momentum", "linear_momentum"):
         rows, sizes = [], []
@@ -57,3 +55,14 @@ def conserved_directions(model, q0, theta0) -> dict:
         basis = np.eye(3) if rank == 0 else Vt[rank:]
         out[key] = [[float(x) for x in np.round(v * np.sign(v[np.argmax(np.abs(v))]), 15) + 0.0] for v in basis]
     return out
+
+
+@jit_quick
+def _invariance_jacobian(model, q, theta):
+    """∂(g, s, V)/∂q at q (every constraint row, every joint coordinate — motors and dampers act on
+    them — and the potential), compiled once per model structure."""
+    def functions(x):
+        s = model.coordinate_values(x)
+        return jnp.concatenate([model.all_constraints(x, theta, s), s, model.potential_energy(x, s)[None]])
+
+    return jax.jacfwd(functions)(q)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
+from ..compilation import jit_quick
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .bodies import Ground, Part
@@ -229,10 +230,10 @@ class System:
         # (ropes on hybrid winches, coordinate relations, user constraints: keep multipliers)
         role = ["tree" if layout.constraint_rows[i][0] in tree_owners else "loop" if k.of_coordinates_alone else "cut"
                 for i, k in zip(keep, model.row_kinds)]
-        tree = Tree({k: jnp.asarray(v) for k, v in link_geometry(links, tree_params).items()}, links,
+        tree = Tree({k: jax.device_put(v) for k, v in link_geometry(links, tree_params).items()}, links,
                     *(tuple(k for k, r in enumerate(role) if r == which) for which in ("tree", "loop", "cut")),
                     layout.n_blocks)
-        values = {name: jnp.asarray(p.value, jnp.float64) for name, p in sorted(parameters.items())}
+        values = {name: jax.device_put(np.float64(p.value)) for name, p in sorted(parameters.items())}
         return Assembly(replace(model, tree=tree, parameters=values), layout, state)
 
     def validated(self):
@@ -274,7 +275,7 @@ def stacked_terms(terms, layout: Layout, tree_owners):
     groups = {"constraint": [], "potential": [], "coordinate": [], "load": []}
     row_priority = []
     for kind, params, ts in stack_terms(terms):
-        params = {k: jnp.asarray(v) for k, v in params.items()}
+        params = {k: jax.device_put(v) for k, v in params.items()}
         family = _family(kind)
         groups[family].append((kind, params, ts))
         if family == "constraint":
@@ -307,21 +308,28 @@ def make_model(parts, layout: Layout, groups) -> Model:
     translational = np.concatenate([[1.0] + [0.0] * (p.n_blocks - 1) for p in parts])
     rigid = np.array([layout.frame(p) for p in parts if p.n_blocks == 4], dtype=np.int64).reshape(-1, 4)
     return Model(
-        mu=jnp.asarray(mu), translational=jnp.asarray(translational), rigid_frames=jnp.asarray(rigid),
+        mu=jax.device_put(mu), translational=jax.device_put(translational), rigid_frames=jax.device_put(rigid),
         constraint_keep=tuple(range(len(layout.constraint_rows))),
         **{f"{f}_params": tuple(p for _, p, _ in g) for f, g in groups.items()},
         **{f"{f}_kinds": tuple(k for k, _, _ in g) for f, g in groups.items()},
-        rotor_params={k: jnp.asarray(v) for k, v in rotor_params.items()},
+        rotor_params={k: jax.device_put(v) for k, v in rotor_params.items()},
         rotor_laws=tuple(r.motor for r in rotors), tree=None,
     )
 
 
 def initial_state(model: Model, parts, rotors) -> State:
     """The State at t0 from the parts' and rotors' initial data (not yet checked)."""
-    q0 = jnp.asarray(np.concatenate([p.initial_blocks().ravel() for p in parts]))
-    v0 = jnp.asarray(np.concatenate([p.initial_rates().ravel() for p in parts]))
-    return State(q0, v0, model.coordinate_values(q0), jnp.asarray([r.axial_momentum for r in rotors]),
-                 jnp.zeros(len(rotors)), jnp.zeros_like(q0))
+    q0 = np.concatenate([p.initial_blocks().ravel() for p in parts])
+    v0 = np.concatenate([p.initial_rates().ravel() for p in parts])
+    p0 = np.array([r.axial_momentum for r in rotors], dtype=np.float64)
+    return State(*jax.device_put((q0, v0)), coordinate_values(model, q0), *jax.device_put((p0, np.zeros(len(rotors)))),
+                 jax.device_put(np.zeros_like(q0)))
+
+
+@jit_quick
+def coordinate_values(model: Model, q):
+    """The tracked joint coordinates s (n_s,) at q (:meth:`Model.coordinate_values`), compiled."""
+    return model.coordinate_values(q)
 
 
 def _sketch(elements, body_rotors):
@@ -379,11 +387,13 @@ def independent_rows(G, order, tol=RANK_TOL):
     return sorted(keep)
 
 
+@jit_quick
 def initial_gaps(model: Model, state: State, theta_rate, t=0.0):
     """(g, its tolerance, ġ = G v' + ∂g/∂t, its tolerance, G = ∂g/∂(q, θ)) of every constraint row
     at a state at time t (s), v' = (v, θ'), θ' the rotors' spin rates relative to their masters:
-    the checks of :func:`checked_constraints` (pure jax; :func:`conserve.simulate_batch` vmaps it
-    over members). ∂g/∂t is the rate of prescribed motions (:mod:`conserve.model.drives`)."""
+    the checks of :func:`checked_constraints` (pure jax, compiled once per model structure rather
+    than run op by op; :func:`conserve.simulate_batch` vmaps it over members). ∂g/∂t is the rate
+    of prescribed motions (:mod:`conserve.model.drives`)."""
     t = jnp.asarray(t, state.q.dtype)
     G = jnp.hstack(jax.jacfwd(model.initial_constraints, argnums=(0, 1))(state.q, state.theta, t))
     g, g_t = jax.jvp(lambda time: model.initial_constraints(state.q, state.theta, time), (t,), (jnp.ones_like(t),))
