@@ -75,14 +75,15 @@ def jit_quick(fn=None, **jit_kwargs):
         return functools.partial(jit_quick, **jit_kwargs)
 
     @functools.cache
-    def jitted():  # on first use: the options are checked by a compilation
-        return jax.jit(fn, compiler_options=compiler_options("quick"), **jit_kwargs)
+    def jitted(traced):  # on first use: the options are checked by a compilation
+        options = {} if traced else {"compiler_options": compiler_options("quick")}
+        return jax.jit(fn, **options, **jit_kwargs)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
-            return fn(*args, **kwargs)  # inside a traced function (vmap, jit): part of its program
-        return jitted()(*args, **kwargs)
+        # called on traced values (inside jit, vmap, grad) XLA's options are the enclosing program's
+        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs)))
+        return jitted(traced)(*args, **kwargs)
 
     return wrapper
 

@@ -31,9 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .backends import null_space
+from .compilation import jit_quick
 from .discrete.forces import coordinate_increments
 from .errors import InconsistentInitialState, ModelError
-from .model.assembled import Model
+from .model.assembled import Model, State
 from .model.system import Assembly, System, as_assembly, initial_gaps, refuse_gaps
 from .sensors import joint_view
 
@@ -68,8 +69,7 @@ def set_joints(system, coordinates=None, rates=None, *, project_velocities=False
     positions = _by_slot(model, layout, coordinates or {}, "coordinate")
     speeds = _by_slot(model, layout, rates or {}, "rate")
     tree = model.tree
-    Q0 = model.blocks(state.q)
-    H0 = np.asarray(null_space.null_space(tree, Q0))
+    H0 = np.asarray(_null_space(tree, model.blocks(state.q)))
     nu = np.linalg.lstsq(H0, np.asarray(state.v), rcond=None)[0]
     # positions: the increments from the build configuration's values, in pieces below a right angle
     current = _read(layout, state, positions)
@@ -82,17 +82,32 @@ def set_joints(system, coordinates=None, rates=None, *, project_velocities=False
     u[angle_slots] = 2.0 * np.tan(u[angle_slots] / 2.0)
     q, s = state.q, state.s
     for _ in range(pieces):
-        q1 = null_space.configure(tree, model.blocks(q), jnp.asarray(u))
-        s = s + coordinate_increments(model, q, q1)
-        q = q1
+        q, s = _moved(model, q, s, u)
     # velocities: the build configuration's minimal velocities with the given rates put in
     for slot, (_, value, _) in speeds.items():
         nu[slot] = value
-    v = null_space.velocities(tree, model.blocks(q), jnp.asarray(nu))
-    spin = model.rotor_relative_rates(state.q, state.v, state.p)
-    new = state._replace(q=q, v=v, s=s, p=model.rotor_momenta(q, v, spin), q_low=jnp.zeros_like(q))
+    new, spin = _posed(model, state, q, s, nu)
     _check(model, layout, new, spin, positions, speeds)
     return Assembly(model, layout, new)
+
+
+_null_space = jit_quick(null_space.null_space)
+
+
+@jit_quick
+def _moved(model: Model, q, s, u):
+    """(q, s) moved by the tree's minimal increments u: q_{n+1} = F(q, u), s by its exact increments."""
+    q1 = null_space.configure(model.tree, model.blocks(q), u)
+    return q1, s + coordinate_increments(model, q, q1)
+
+
+@jit_quick
+def _posed(model: Model, state: State, q, s, nu):
+    """(the state at the posed q, s with minimal velocities ν, the rotors' spin rates relative to
+    their masters as in ``state``)."""
+    v = null_space.velocities(model.tree, model.blocks(q), nu)
+    spin = model.rotor_relative_rates(state.q, state.v, state.p)
+    return state._replace(q=q, v=v, s=s, p=model.rotor_momenta(q, v, spin), q_low=jnp.zeros_like(q)), spin
 
 
 def _by_slot(model: Model, layout, given, what):

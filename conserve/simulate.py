@@ -55,21 +55,23 @@ def _chunk_fn(backend: StepBackend, length, batch=None):
     ``batch``: None, or per leaf of the model 0 (one value per member) or None (shared), for a
     run vmapped over members (the carry, n0 and n_end with a leading member axis;
     :mod:`conserve.ensemble`)."""
-    def run(model: Model, carry: Carry, n0, n_end, t0, h):
-        def evaluate(carry, t):
-            with bound(model.parameters):  # the laws' Parameters read the model's values
-                new, record = backend.step(model, carry, t, h)
-            return new, record, node_diagnostics(model, new.state, t + h)
+    @jax.jit  # traced once: its abstract evaluation below and its use in the loop share the trace
+    def evaluate(model, carry, t, h):
+        with bound(model.parameters):  # the laws' Parameters read the model's values
+            new, record = backend.step(model, carry, t, h)
+        return new, record, node_diagnostics(model, new.state, t + h)
 
+    def run(model: Model, carry: Carry, n0, n_end, t0, h):
         # one abstract evaluation gives what a skipped step returns and the failure record's shape
-        record0, diag0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(evaluate, carry, t0)[1:])
+        shapes = jax.eval_shape(evaluate, model, carry, t0, h)[1:]
+        record0, diag0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
         record0 = record0._replace(converged=jnp.bool_(True))
 
         def body(loop, _):
             carry, n, failed, failure = loop
             active = (n < n_end) & ~failed
             # past the end or after a failure: nothing to compute
-            new, record, diag = run_if(active, lambda: evaluate(carry, t0 + n * h), (carry, record0, diag0))
+            new, record, diag = run_if(active, lambda: evaluate(model, carry, t0 + n * h, h), (carry, record0, diag0))
             failed_now = active & ~record.converged
             keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
             failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from .backends import BACKENDS, Carry, StepBackend
+from .compilation import jit_quick
 from .discrete.newton import Newton
 from .discrete.scheme import StepRecord
 from .errors import ModelError
@@ -70,10 +71,17 @@ def step(model, state: State, t, h, *, backend="director", newton: Newton = Newt
         backend eliminates are 0; :meth:`~conserve.backends.base.StepBackend.recover_multipliers`)
     """
     model, backend = _model(model, "step"), _stepper(backend, newton, "step")
+    lam = jnp.zeros(model.n_constraints, state.q.dtype) if multipliers is None else multipliers
+    return _step(model, state, lam, t, h, backend)
+
+
+@jit_quick(static_argnames="backend")
+def _step(model, state, lam, t, h, backend):
+    """:func:`step`, compiled as a whole also when called outside jit (``jax.grad`` of it, say)."""
     dtype = state.q.dtype
-    lam = jnp.zeros(model.n_constraints, dtype) if multipliers is None else jnp.asarray(multipliers, dtype)
     with bound(model.parameters):  # the laws' Parameters read the model's (possibly traced) values
-        carry, record = backend.step(model, Carry(state, lam), jnp.asarray(t, dtype), jnp.asarray(h, dtype))
+        carry, record = backend.step(model, Carry(state, jnp.asarray(lam, dtype)), jnp.asarray(t, dtype),
+                                     jnp.asarray(h, dtype))
     return carry.state, record
 
 
@@ -103,6 +111,12 @@ def trajectory(model, state: State, t0, h, n_steps: int, *, backend="director",
     model, backend = _model(model, "trajectory"), _stepper(backend, newton, "trajectory")
     if not (isinstance(n_steps, int) and n_steps >= 1):
         raise ModelError(f"trajectory: n_steps must be an integer ≥ 1, got {n_steps!r}.")
+    return _trajectory(model, state, t0, h, n_steps, backend)
+
+
+@jit_quick(static_argnames=("n_steps", "backend"))
+def _trajectory(model, state, t0, h, n_steps, backend):
+    """:func:`trajectory`, compiled as a whole also when called outside jit."""
     dtype = state.q.dtype
     t0, h = jnp.asarray(t0, dtype), jnp.asarray(h, dtype)
 
@@ -140,8 +154,11 @@ def _stepper(backend, newton, who) -> StepBackend:
 
 def energy(model, state: State) -> Energy:
     """Kinetic, potential and total energy of one state, in J (pure; :class:`Energy` of scalars)."""
-    if isinstance(model, Assembly):
-        model = model.model
+    return _energy(model.model if isinstance(model, Assembly) else model, state)
+
+
+@jit_quick
+def _energy(model, state: State) -> Energy:
     kinetic = model.kinetic_energy(state.v, state.p)
     with bound(model.parameters):
         potential = model.potential_energy(state.q, state.s)

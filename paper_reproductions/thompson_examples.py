@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import matplotlib
 
 matplotlib.use("Agg")
@@ -41,12 +40,18 @@ def null_space_check(assembly, samples=3, seed=0):
     tree, rng = model.tree, np.random.default_rng(seed)
     worst, full_rank = 0.0, True
     for _ in range(samples):
-        q = configure(tree, model.blocks(state.q), jnp.asarray(rng.uniform(-0.5, 0.5, tree.n_dof)))
-        G = np.asarray(jax.jacfwd(lambda x: model.constraints(x, state.theta, state.s))(q))
-        H2 = np.asarray(null_space(tree, model.blocks(q)))
+        G, H2 = (np.asarray(a) for a in _jacobian_and_null_space(model, state, rng.uniform(-0.5, 0.5, tree.n_dof)))
         worst = max(worst, np.max(np.abs(G @ H2)) / (np.max(np.abs(G)) * np.max(np.abs(H2))))
         full_rank &= np.linalg.matrix_rank(H2, tol=1e-9 * np.max(np.abs(H2))) == tree.n_dof
     return worst, bool(full_rank)
+
+
+@jax.jit
+def _jacobian_and_null_space(model, state, u):
+    """G(q) and H2(q) at the tree configuration q = F(q0, u) (one compilation per model)."""
+    q = configure(model.tree, model.blocks(state.q), u)
+    G = jax.jacfwd(lambda x: model.constraints(x, state.theta, state.s))(q)
+    return G, null_space(model.tree, model.blocks(q))
 
 
 def run(out: Path, quick: bool = False) -> dict:

@@ -79,9 +79,10 @@ def unknowns(model) -> int:
     return n_q + n_d + 2 * n_s + 3 * n_r + _n_work(model)
 
 
-def _split(model, y):
+def _split(model, y, xp=jnp):
+    """(q, ν, s, p, θ, E_d, W) of the ODE state y (``xp``: jax.numpy, or numpy outside jit)."""
     n_q, n_d, n_s, n_r = _sizes(model)
-    return jnp.split(y, np.cumsum([n_q, n_d, n_s, n_r, n_r, n_s + n_r]))  # q, ν, s, p, θ, E_d, W
+    return xp.split(y, np.cumsum([n_q, n_d, n_s, n_r, n_r, n_s + n_r]))
 
 
 def _closure_constraints(model, q, theta, s):
@@ -155,25 +156,36 @@ def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12):
         raise ModelError("backend 'ode': prescribed motions (JointDrive) are not supported by the reference "
                          "ODE (its constraints are differentiated to the acceleration level without time "
                          "derivatives of the laws); use 'director' or 'reduced'.")
-    H0 = np.asarray(null_space(model.tree, model.blocks(state.q)))
+    H0 = np.asarray(_null_space(model, state.q))
     nu0 = np.linalg.lstsq(H0, np.asarray(state.v), rcond=None)[0]
     n_energies = state.s.shape[0] + state.p.shape[0] + _n_work(model)  # dissipation per damper, work per motor and load
     y0 = np.concatenate([state.q, nu0, state.s, state.p, state.theta, np.zeros(n_energies)])
     n = max(1, int(np.ceil((t_end - t0) / dt - 1e-9)))
     t_eval = t0 + dt * np.arange(n + 1)
     tic = time.perf_counter()
-    f = lambda t, y: np.asarray(rhs(model, jnp.asarray(t, y0.dtype), jnp.asarray(y)))  # noqa: E731
+    f = lambda t, y: np.asarray(rhs(model, np.float64(t), y))  # noqa: E731
     f(t0, y0)
     compile_time = time.perf_counter() - tic
     tic = time.perf_counter()
     out = solve_ivp(f, (t0, t_eval[-1]), y0, method=method, t_eval=t_eval, rtol=rtol, atol=atol)
     run_time = time.perf_counter() - tic
-    q, nu, s, p, theta, e, w = (np.asarray(x) for x in _split(model, jnp.asarray(out.y)))
-    H = jax.vmap(lambda qk: null_space(model.tree, model.blocks(qk)))(jnp.asarray(q.T))
-    v = np.einsum("nij,jn->ni", np.asarray(H), nu)
+    q, nu, s, p, theta, e, w = _split(model, out.y, np)
+    v = np.asarray(_velocities(model, q.T, nu.T))
     nodes = State(q.T, v, s.T, p.T, theta.T, np.zeros_like(q.T))
     stats = {"compile_time": compile_time, "run_time": run_time, "time_per_step": run_time / n,
              "rhs_evaluations": int(out.nfev), "method": method, "rtol": rtol, "atol": atol,
              "unknowns": unknowns(model)}
     failure = None if out.success else f"solve_ivp ({method}): {out.message}"
     return nodes, np.diff(e.T, axis=0), np.diff(w.T, axis=0), stats, failure
+
+
+@jit_quick
+def _null_space(model, q):
+    """H2(q) (n_q, n_dof) of the model's tree (:func:`~conserve.backends.null_space.null_space`)."""
+    return null_space(model.tree, model.blocks(q))
+
+
+@jit_quick
+def _velocities(model, q, nu):
+    """q̇ = H2(q) ν at every node: q (N, n_q), ν (N, n_dof) -> (N, n_q)."""
+    return jax.vmap(lambda qk, nk: velocities(model.tree, model.blocks(qk), nk))(q, nu)

@@ -140,6 +140,7 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     """
     n_max = options.max_iterations
     n = x0.shape[0]
+    residual = traced_once(residual, x0)
     if memory is None or options.implicit:
         memory = empty_memory(residual, x0, linear)
     if n == 0:  # nothing to solve (a structure without freedoms, e.g. a body welded to the ground)
@@ -159,6 +160,16 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     # parameters, the state, t, h) at the converged root, not through the iterations
     x, (k, converged, history) = jax.lax.custom_root(residual, x0, solve, tangent_solve, has_aux=True)
     return x, k.astype(jnp.int32), converged > 0, history, memory
+
+
+def traced_once(fn, x):
+    """``fn`` (x (n,) -> (m,), closing over arrays of an enclosing trace) as a function whose
+    Python code runs once: its jaxpr is made here and every use — residual, Jacobian-vector
+    products, abstract evaluations — reuses it (a jitted function of explicit arguments, cached
+    by jax), so tracing a step does not run the model's code once per use."""
+    converted, consts = jax.closure_convert(fn, x)
+    jitted = jax.jit(converted)
+    return lambda y: jitted(y, *consts)
 
 
 def run_if(pred, fn, otherwise):
