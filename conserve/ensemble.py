@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -127,7 +126,6 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
                 "compile": check_mode(compile, "simulate_batch"), **backend_settings(backend, False)}
     backend = backend.prepare(first.model, states[0])
     carry = _per_member(backend.init, batch, model, state)
-    diagnostics = _per_member(node_diagnostics, batch, model, state)
     m = len(states)
     n, failed, failures, chunks = np.zeros(m, np.int32), np.zeros(m, bool), {}, []
     args = (model, carry, jnp.asarray(n), jnp.asarray(n), jnp.float64(t0), jnp.float64(dt))
@@ -138,7 +136,9 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         (carry, n_new, failed_now, failure), out = run(model, carry, jnp.asarray(n), jnp.asarray(n_end),
                                                        jnp.float64(t0), jnp.float64(dt))
         n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
-        chunks.append((out, n_new - n))
+        # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
+        times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))
+        chunks.append((out, n_new - n, _per_member(_chunk_diagnostics, batch, model, (out.node, times))))
         failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
                          for i in np.flatnonzero(failed_now)})
         n, failed = n_new, failed | failed_now
@@ -147,10 +147,13 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     run_time = time.perf_counter() - tic
 
     # each member's nodes: its first, then what every chunk added for it
-    chunks = [(jax.tree.map(np.asarray, out), done) for out, done in chunks]
+    first = _per_member(_chunk_diagnostics, batch, model, (jax.tree.map(lambda a: a[:, None], state),
+                                                           np.full((m, 1), t0)))
+    chunks = [(jax.tree.map(np.asarray, out), done, jax.tree.map(np.asarray, diag)) for out, done, diag in chunks]
     pieces = [[{**{f"node_{k}": np.asarray(getattr(state, k))[i][None] for k in NODE_FIELDS},
-                **{f"diag_{k}": np.asarray(a)[i][None] for k, a in diagnostics.items()}}]
-              + [piece(jax.tree.map(lambda a: a[i], out), done[i]) for out, done in chunks if done[i]]
+                **{f"diag_{k}": np.asarray(a)[i] for k, a in first.items()}}]
+              + [piece(jax.tree.map(lambda a: a[i], out), done[i], jax.tree.map(lambda a: a[i], diag))
+                 for out, done, diag in chunks if done[i]]
               for i in range(m)]
 
     solutions, errors = [], {}
@@ -239,6 +242,12 @@ def _stacked_models(assemblies):
         return jax.tree.unflatten(treedef, [x if b is None else x[i] for x, b in zip(stacked, batch)])
 
     return jax.tree.unflatten(treedef, stacked), batch, member
+
+
+def _chunk_diagnostics(model, nodes_and_times):
+    """node_diagnostics of one member's nodes (k, …) at their times (k,)."""
+    nodes, times = nodes_and_times
+    return jax.vmap(node_diagnostics, in_axes=(None, 0, 0))(model, nodes, times)
 
 
 @jit_quick(static_argnums=(0, 1))

@@ -1,10 +1,10 @@
 """simulate(system, t_end, dt, backend=...) -> Solution: the one entry point over the backends.
 
 The time loop is ``jax.lax.scan`` over one jit-compiled step, run in chunks of fixed length
-(steps past the end are masked, so any number of steps reuses one compiled chunk). The scan
-also evaluates the diagnostics of every new node. Between chunks Python only checks for
-failure; a failed step stops the run and everything computed before it is returned inside
-the raised error.
+(steps past the end are masked, so any number of steps reuses one compiled chunk). Between
+chunks Python checks for failure and evaluates the diagnostics of the new nodes (vectorised,
+:func:`conserve.solution.diagnostics`); a failed step stops the run and everything computed
+before it is returned inside the raised error.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import time
 import warnings
 from collections import OrderedDict
 from dataclasses import fields, replace
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import checkpoint as checkpoints
-from .compilation import MODES, compiler_options, jit_quick
+from .compilation import MODES, compiler_options
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .backends.compose import check_order
 from .discrete.newton import Newton, run_if
@@ -29,7 +28,7 @@ from .errors import CoarseStepWarning, ConvergenceError, ModelError, SimulationE
 from .model.assembled import Model, State
 from .model.parameters import bound
 from .model.system import as_assembly, check_drives_at
-from .solution import Solution, layout_record, node_diagnostics
+from .solution import Solution, diagnostics, layout_record
 
 #: Steps per compiled chunk; steps past the end are masked, so every run length shares one
 #: compiled chunk (a masked step costs a few µs, so short runs report a higher time per step).
@@ -58,26 +57,24 @@ def _chunk_fn(backend: StepBackend, length, batch=None):
     @jax.jit  # traced once: its abstract evaluation below and its use in the loop share the trace
     def evaluate(model, carry, t, h):
         with bound(model.parameters):  # the laws' Parameters read the model's values
-            new, record = backend.step(model, carry, t, h)
-        return new, record, node_diagnostics(model, new.state, t + h)
+            return backend.step(model, carry, t, h)
 
     def run(model: Model, carry: Carry, n0, n_end, t0, h):
         # one abstract evaluation gives what a skipped step returns and the failure record's shape
-        shapes = jax.eval_shape(evaluate, model, carry, t0, h)[1:]
-        record0, diag0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
-        record0 = record0._replace(converged=jnp.bool_(True))
+        shapes = jax.eval_shape(evaluate, model, carry, t0, h)[1]
+        record0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)._replace(converged=jnp.bool_(True))
 
         def body(loop, _):
             carry, n, failed, failure = loop
             active = (n < n_end) & ~failed
             # past the end or after a failure: nothing to compute
-            new, record, diag = run_if(active, lambda: evaluate(model, carry, t0 + n * h, h), (carry, record0, diag0))
+            new, record = run_if(active, lambda: evaluate(model, carry, t0 + n * h, h), (carry, record0))
             failed_now = active & ~record.converged
             keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
             failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
                                    (record.history, record.iterations), failure)
             loop = (jax.tree.map(keep, carry, new), n + (active & record.converged), failed | failed_now, failure)
-            return loop, StepOutput(new.state, record, diag)
+            return loop, StepOutput(new.state, record)
 
         failure = (jnp.full(record0.history.shape, jnp.nan), jnp.int32(0))  # the failed step's Newton record
         return jax.lax.scan(body, (carry, n0, jnp.bool_(False), failure), None, length=length)
@@ -194,9 +191,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
                 **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
     carry = backend.init(assembly.model, assembly.initial_state)
-    first = {**{f"node_{k}": np.asarray(getattr(carry.state, k))[None] for k in NODE_FIELDS},
-             **{f"diag_{k}": np.asarray(a)[None]
-                for k, a in _node_diagnostics(assembly.model, carry.state, t0).items()}}
+    first = first_piece(assembly.model, carry.state, t0)
     ckpt = None
     if checkpoint is not None:
         ckpt = checkpoints.start(checkpoint, assembly, settings, overwrite)
@@ -394,7 +389,8 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     while n < n_steps and not failed:
         (carry, n_new, failed, failure), out = run(model, carry, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0),
                                                     jnp.float64(dt))
-        pieces.append(piece(out, int(n_new) - n))
+        diag = diagnostics(model, out.node, t0 + dt * np.arange(n + 1, n + 1 + settings["chunk"]))
+        pieces.append(piece(out, int(n_new) - n, diag))
         done, n, failed = int(n_new) - n, int(n_new), bool(failed)
         if ckpt is not None and done:
             checkpoints.write(ckpt, n, _carry(carry), pieces[-1])
@@ -407,12 +403,21 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     return solution
 
 
-def piece(out: StepOutput, done):
-    """The first ``done`` steps of a chunk's output as a dict of node_*, diag_* and step_* arrays."""
+def first_piece(model: Model, state: State, t0):
+    """The node at t0 as a piece: its node_* and diag_* arrays (leading axis 1)."""
+    node = jax.tree.map(lambda a: np.asarray(a)[None], state)
+    return {**{f"node_{k}": getattr(node, k) for k in NODE_FIELDS},
+            **{f"diag_{k}": a for k, a in diagnostics(model, node, [t0]).items()}}
+
+
+def piece(out: StepOutput, done, diag):
+    """The first ``done`` steps of a chunk's output and of its nodes' diagnostics ``diag``
+    (:func:`conserve.solution.diagnostics` of every node of the chunk) as a dict of node_*, diag_*
+    and step_* arrays."""
     out = jax.tree.map(lambda a: np.asarray(a)[:done], out)
     record = out.record
     return {**{f"node_{k}": getattr(out.node, k) for k in NODE_FIELDS},
-            **{f"diag_{k}": a for k, a in out.diagnostics.items()},
+            **{f"diag_{k}": np.asarray(a)[:done] for k, a in diag.items()},
             "step_lam": record.multipliers, "step_iterations": record.iterations, "step_work": record.work,
             "step_dissipation": record.dissipation, "step_substeps": record.substeps}
 
@@ -425,7 +430,7 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
     q, v, s, p, theta = (join(f"node_{k}") for k in NODE_FIELDS)
     lams, iters, work, dissipation, substeps = (join(f"step_{k}") for k in
                                                 ("lam", "iterations", "work", "dissipation", "substeps"))
-    diagnostics = {k[5:]: join(k) for k in pieces[0] if k.startswith("diag_")}
+    diag = {k[5:]: join(k) for k in pieces[0] if k.startswith("diag_")}
     stats = {"backend": backend.name, "steps": n, "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
              "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1))}
@@ -435,14 +440,11 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
     multipliers[:, list(model.constraint_keep)] = lams * (2.0 / dt**2)
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
                         newton_iterations=iters, work=work, dissipation=dissipation, substeps=substeps,
-                        layout=layout_record(layout), diagnostics=diagnostics, stats=stats, assembly=assembly)
+                        layout=layout_record(layout), diagnostics=diag, stats=stats, assembly=assembly)
     if failed:
         history = np.asarray(failure[0])[: int(failure[1])]
         return solution, _failure(n, t0 + n * dt, dt, Newton(*settings["newton"]), history, solution, settings)
     return solution, None
-
-
-_node_diagnostics = jit_quick(node_diagnostics)
 
 
 def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
@@ -450,13 +452,12 @@ def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
     (NaN), no Newton. If it fails, a SimulationError carries the nodes it reached."""
     nodes, dissipation, work, stats, failure = backend.integrate(assembly, t0, t_end, dt)
     n = len(nodes.q) - 1
-    diagnostics = jax.tree.map(np.asarray, jax.vmap(partial(_node_diagnostics, assembly.model))(
-        jax.tree.map(jnp.asarray, nodes)))
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=nodes.q, v=nodes.v, s=nodes.s, p=nodes.p,
                         theta=nodes.theta, multipliers=np.full((n, len(assembly.layout.constraint_rows)), np.nan),
                         newton_iterations=np.zeros(n, np.int32), work=work, dissipation=dissipation,
                         substeps=np.ones(n, np.int32),
-                        layout=layout_record(assembly.layout), diagnostics=diagnostics,
+                        layout=layout_record(assembly.layout),
+                        diagnostics=diagnostics(assembly.model, nodes, t0 + dt * np.arange(n + 1)),
                         stats={"backend": backend.name, "steps": n, **stats}, assembly=assembly)
     if failure:
         raise SimulationError(f"backend '{backend.name}' failed after t = {t0 + n * dt:.6g} s: {failure}. Kept the "

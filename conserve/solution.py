@@ -7,18 +7,23 @@ A Solution needs no model to be read back: it stores the coordinate layout of it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from . import export
+from .backends.base import map_steps
+from .compilation import jit_quick
 from .kinematics.rotations import rotation_to_quaternion
 from .kinematics.rotations import angular_velocity
 from .model.assembled import Energy, Model, State
 from .model.parameters import bound
 from .sensors import Frames, JointView, PointHistory, joint_view, point_history
+
 
 def node_diagnostics(model: Model, state: State, t=0.0):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s), the
@@ -37,6 +42,19 @@ def node_diagnostics(model: Model, state: State, t=0.0):
             "angular_momentum": model.angular_momentum(state.q, state.v, state.p),
             "constraint_residual": jnp.max(jnp.abs(g)) if g.size else jnp.zeros((), state.q.dtype),
             "rotor_rate": model.rotor_relative_rates(state.q, state.v, state.p)}
+
+
+@jit_quick
+def _nodes_diagnostics(model: Model, nodes: State, t):
+    return jax.vmap(node_diagnostics, in_axes=(None, 0, 0))(model, nodes, t)
+
+
+def diagnostics(model: Model, nodes: State, t) -> dict:
+    """:func:`node_diagnostics` of many nodes (States stacked along a leading axis of k, at times t
+    (k,) in s), as numpy arrays with leading axis k: evaluated after the time loop, vectorised over
+    the nodes in blocks (one compilation per model structure), so the compiled step does not carry
+    them."""
+    return map_steps(partial(_nodes_diagnostics, model), nodes, np.asarray(t, np.float64))
 
 
 def layout_record(layout):

@@ -45,13 +45,12 @@ class Carry(NamedTuple):
 
 
 class StepOutput(NamedTuple):
-    """What the time loop keeps of each step: the ``node`` (State at t_{n+1}), the step's
-    :class:`~conserve.discrete.scheme.StepRecord` and the node's ``diagnostics``
-    (``conserve.solution.node_diagnostics``)."""
+    """What the time loop keeps of each step: the ``node`` (State at t_{n+1}) and the step's
+    :class:`~conserve.discrete.scheme.StepRecord` (the nodes' diagnostics are evaluated after each
+    compiled stretch of steps, ``conserve.solution.diagnostics``)."""
 
     node: State
     record: StepRecord
-    diagnostics: dict
 
 
 class StepBackend(ABC):

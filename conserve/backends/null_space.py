@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..kinematics.rotations import cayley_increment, rotation_correction
+from ..kinematics.tensor import contract
 from ..model.tree import Tree
 
 
@@ -124,11 +125,11 @@ def velocities(tree: Tree, Q, nu):
         return jnp.zeros(tree.n_blocks * 3, Q.dtype)
     x = jnp.concatenate([nu, jnp.zeros(1, nu.dtype)])
     (pa, Ra), (pb, Rb) = _frames(Q, top.frame_a), _frames(Q, top.frame_b)
-    rot = (jnp.einsum("lij,lkj,lk->li", Ra, P["rot_a"], x[top.rot_a])
-           + jnp.einsum("lij,lkj,lk->li", Rb, P["rot_b"], x[top.rot_b]))
-    slide = jnp.einsum("lki,lk->li", jnp.cross(jnp.einsum("lij,lkj->lki", Ra, P["slide_u"]),
-                                               jnp.einsum("lij,lkj->lki", Ra, P["slide_w"])), x[top.slide])
-    arm_a, arm_b = jnp.einsum("lij,lj->li", Ra, P["at_a"]), jnp.einsum("lij,lj->li", Rb, P["at_b"])
+    rot = (contract("lij,lkj,lk->li", Ra, P["rot_a"], x[top.rot_a])
+           + contract("lij,lkj,lk->li", Rb, P["rot_b"], x[top.rot_b]))
+    slide = contract("lki,lk->li", jnp.cross(contract("lij,lkj->lki", Ra, P["slide_u"]),
+                                               contract("lij,lkj->lki", Ra, P["slide_w"])), x[top.slide])
+    arm_a, arm_b = contract("lij,lj->li", Ra, P["at_a"]), contract("lij,lj->li", Rb, P["at_b"])
     gap = pb + arm_b - pa - arm_a
     pia = top.parent_is_a[:, None]
     maps = (jnp.where(pia, rot, -rot), jnp.where(pia, arm_a + gap - arm_b, arm_b - gap - arm_a),
@@ -149,8 +150,9 @@ def _change_compose(upper, lower):
     """A link's increment map (M, K, a, b): ΔR = ΔR_p M + K, Δφ = Δφ_p + ΔR_p a + b; lower ∘ upper."""
     M_p, K_p, a_p, b_p = upper
     M_c, K_c, a_c, b_c = lower
-    return (M_p @ M_c, K_p @ M_c + K_c, a_p + jnp.einsum("lij,lj->li", M_p, a_c),
-            b_p + jnp.einsum("lij,lj->li", K_p, a_c) + b_c)
+    return (contract("lij,ljk->lik", M_p, M_c), contract("lij,ljk->lik", K_p, M_c) + K_c,
+            a_p + contract("lij,lj->li", M_p, a_c),
+            b_p + contract("lij,lj->li", K_p, a_c) + b_c)
 
 
 def _link_change(pia, rigid, pa, Ra, pb, Rb, P, xa, xb, xs):
@@ -254,8 +256,8 @@ def increments_and_inverse(tree: Tree, Q0, u):
     eye, zero = jnp.eye(3, dtype=Q0.dtype), jnp.zeros((3, 3), Q0.dtype)
     _, dR, _, d_phi = down_the_tree(top.parent, _with_identity((eye, zero, zero[0], zero[0]), maps), _change_compose)
     dR_p = dR[top.parent[:-1]]  # the parent's rotation increment (0 for the ground)
-    A = jnp.concatenate([(jnp.einsum("lij,ljkz->likz", dR_p, dM) + dK).reshape(-1, 9, 9),
-                         jnp.einsum("lij,ljz->liz", dR_p, da) + db], axis=1)  # (L, 12, 9)
+    A = jnp.concatenate([(contract("lij,ljkz->likz", dR_p, dM) + dK).reshape(-1, 9, 9),
+                         contract("lij,ljz->liz", dR_p, da) + db], axis=1)  # (L, 12, 9)
     At = jnp.swapaxes(A, 1, 2)
     padding = jnp.asarray((slots == tree.n_dof)[:, :, None] * np.eye(9), u.dtype)  # slots a link does not have
     inverse = TangentInverse(jnp.linalg.solve(At @ A + padding, At), maps[0], maps[2])
@@ -273,8 +275,8 @@ def increment_rates(tree: Tree, inverse: TangentInverse, dq):
     ddR_p, ddphi_p = jnp.swapaxes(D[frame_p[:, 1:]], -1, -2), D[frame_p[:, 0]]
     ddR, ddphi = jnp.swapaxes(D[top.child[:, 1:]], -1, -2), D[top.child[:, 0]]
     b = jnp.concatenate([(ddR - ddR_p @ inverse.M).reshape(-1, 9),
-                         ddphi - ddphi_p - jnp.einsum("lij,lj->li", ddR_p, inverse.a)], axis=1)
-    dz = jnp.einsum("lzk,lk->lz", inverse.pinv, b)
+                         ddphi - ddphi_p - contract("lij,lj->li", ddR_p, inverse.a)], axis=1)
+    dz = contract("lzk,lk->lz", inverse.pinv, b)
     return jnp.zeros(tree.n_dof + 1, dq.dtype).at[_slots(top)].set(dz)[:tree.n_dof]
 
 

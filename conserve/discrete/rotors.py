@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..kinematics.rotations import solve3
+from ..kinematics.tensor import contract
 from ..model.assembled import EPS, Model
 from ..model.terms import BodyState, RotorState, midpoint_state
 
@@ -30,9 +31,9 @@ def rotor_step(model: Model, t, h, state, q1, dp, dtheta):
     d0, d1 = model.master_directors(q0), model.master_directors(q1)
     dm, dd = 0.5 * (d0 + d1), d1 - d0
     pbar = state.p + 0.5 * dp
-    alpha = jnp.einsum("nk,kij->nij", rp["axis"], EPS)
-    gyro = pbar[:, None, None] * jnp.einsum("nij,njc->nic", alpha, dd)
-    S = 0.5 * (jnp.sum(dm * dm, axis=(1, 2))[:, None, None] * jnp.eye(3) - jnp.einsum("nic,nid->ncd", dm, dm))
+    alpha = contract("nk,kij->nij", rp["axis"], EPS)
+    gyro = pbar[:, None, None] * contract("nij,njc->nic", alpha, dd)
+    S = 0.5 * (jnp.sum(dm * dm, axis=(1, 2))[:, None, None] * jnp.eye(3) - contract("nic,nid->ncd", dm, dm))
     m = solve3(S, 0.5 * (model.rotor_axes(q0) + model.rotor_axes(q1)))
     r = 0.5 * jnp.cross(m[:, None, :], dm)  # (n_r, 3, 3): ½ m × d_i
     force = jnp.zeros((q0.shape[0] // 3, 3), q0.dtype).at[idx].add(gyro + dp[:, None, None] * r).ravel()

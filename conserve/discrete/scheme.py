@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from ..kinematics.rotations import cayley, solve3
+from ..kinematics.tensor import contract
 from ..model.assembled import Model, State
 from .forces import constraint_force, coordinate_increments, discrete_forces
 from .rotors import rotor_step
@@ -66,10 +67,10 @@ def predictor(model: Model, state: State, h):
         E = model.mu[idx[:, :, None], idx[:, None, :]]  # Euler tensors (n, 3, 3)
         J = jnp.trace(E, axis1=1, axis2=2)[:, None, None] * jnp.eye(3) - E
         pairs = jnp.cross(d[:, :, None, :], d_rate[:, None, :, :])  # d_i × d_j', (n, 3, 3, 3)
-        L = jnp.einsum("nij,nijk->nk", E, pairs)
-        omega_body = solve3(J, jnp.einsum("nij,nj->ni", d, L))
-        omega = jnp.einsum("nij,ni->nj", d, omega_body)
-        d_new = jnp.einsum("nij,nkj->nki", cayley(h * omega), d)
+        L = contract("nij,nijk->nk", E, pairs)
+        omega_body = solve3(J, contract("nij,nj->ni", d, L))
+        omega = contract("nij,ni->nj", d, omega_body)
+        d_new = contract("nij,nkj->nki", cayley(h * omega), d)
         dQ = dQ.at[idx].set(d_new - d)
     return dQ.ravel()
 

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .tensor import contract
+
 #: The ground frame: origin and inertial axes, appended below the unknown blocks.
 GROUND_BLOCKS = np.vstack([np.zeros(3), np.eye(3)])
 
@@ -25,7 +27,7 @@ def material_point(Q, frame, X):
 
 def material_vector(Q, frame, U):
     """u = U_i d_i for frames (n, 4) and body-fixed vectors U (n, 3); returns (n, 3)."""
-    return jnp.einsum("ni,nij->nj", U, Q[frame[:, 1:]])
+    return contract("ni,nij->nj", U, Q[frame[:, 1:]])
 
 
 def point_magnitude(Q, frame, X):
@@ -36,7 +38,7 @@ def point_magnitude(Q, frame, X):
 
 def vector_magnitude(Q, frame, U):
     """|U_i| |d_i| componentwise (n, 3): the size of the terms of the material vector."""
-    return jnp.einsum("ni,nij->nj", jnp.abs(U), jnp.abs(Q[frame[:, 1:]]))
+    return contract("ni,nij->nj", jnp.abs(U), jnp.abs(Q[frame[:, 1:]]))
 
 
 class Frame(NamedTuple):

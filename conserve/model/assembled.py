@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..kinematics.frames import GROUND_BLOCKS
+from ..kinematics.tensor import contract
 from .terms import BodyState, Configuration, RotorState, midpoint_state
 
 
@@ -121,7 +122,7 @@ class Model:
             return (diagonal[:, None] * V).ravel()
         blocks = self.mu[idx[:, :, None], idx[:, None, :]]  # (n_rigid, 4, 4)
         points = diagonal.at[idx.ravel()].set(0.0)  # the point masses' 1 × 1 blocks
-        return (points[:, None] * V).at[idx].add(jnp.einsum("nij,njc->nic", blocks, V[idx])).ravel()
+        return (points[:, None] * V).at[idx].add(contract("nij,njc->nic", blocks, V[idx])).ravel()
 
     def kinetic_energy(self, v, p):
         """T = ½ vᵀ M' v + Σ_k p_k² / (2 J_a,k) in J (M' holds the hybrid rotors' mass and transverse
@@ -173,15 +174,15 @@ class Model:
         """ã_k(q) = Σ_j a_kj d_{j+1} × d_{j+2} (n_r, 3): quadratic, = the inertial spin axis on rotations."""
         d = self.master_directors(q)
         pairs = jnp.cross(d[:, :, None, :], d[:, None, :, :])  # d_k × d_l
-        return 0.5 * jnp.einsum("nj,jkl,nklc->nc", self.rotor_params["axis"], EPS, pairs)
+        return 0.5 * contract("nj,jkl,nklc->nc", self.rotor_params["axis"], EPS, pairs)
 
     def rotor_relative_rates(self, q, v, p):
         """θ'_k = p_k / J_a,k − ω·a_k (n_r,) in rad/s, ω·a = ½ vᵀ A_k q."""
         if not self.n_rotors:
             return jnp.zeros((0,), q.dtype)
         d, dv = self.master_directors(q), self.master_directors(v)
-        alpha = jnp.einsum("nk,kij->nij", self.rotor_params["axis"], EPS)
-        w = 0.5 * jnp.einsum("nij,nic,njc->n", alpha, dv, d)
+        alpha = contract("nk,kij->nij", self.rotor_params["axis"], EPS)
+        w = 0.5 * contract("nij,nic,njc->n", alpha, dv, d)
         return p / self.rotor_params["axial_inertia"] - w
 
     def rotor_momenta(self, q, v, rates):

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..kinematics.frames import material_point
+from ..kinematics.tensor import contract
 from .bodies import Ground, PointMass, RigidBody
 from .coordinates import CoordinateElement, Length
 from .elements import ForceElement, LoadKind, PotentialKind
@@ -93,8 +94,8 @@ class Load(LoadKind):
         if self.torque_fn is not None:
             M = jax.vmap(self.torque_fn, in_axes=(None, 0))(t, state)
         if self.body_axes:
-            F = jnp.einsum("ni,nij->nj", F, d)
-            M = jnp.einsum("ni,nij->nj", M, d)
+            F = contract("ni,nij->nj", F, d)
+            M = contract("ni,nij->nj", M, d)
         f_phi = F
         f_d = p["at"][:, :, None] * F[:, None, :] + 0.5 * jnp.cross(M[:, None, :], d)
         force = jnp.zeros_like(Q0).at[frame[:, 0]].add(f_phi).at[frame[:, 1:]].add(f_d)
