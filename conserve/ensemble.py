@@ -250,7 +250,7 @@ def _chunk_diagnostics(model, nodes_and_times):
     return jax.vmap(node_diagnostics, in_axes=(None, 0, 0))(model, nodes, times)
 
 
-@jit_quick(static_argnums=(0, 1))
+@jit_quick(mode="once", static_argnums=(0, 1))
 def _per_member(fn, batch, model, state):
     """fn(model, state) of every member: vmapped, the model's leaves by ``batch``, the states by
     their leading axis (compiled once per function, model structure and batch)."""

@@ -134,6 +134,7 @@ def map_steps(fn, *args, block=512):
     """``fn(*args)`` for per-step arrays (pytrees with leading axis N ≥ 1), evaluated in blocks of
     ``block`` steps, the last one padded: a jitted, batched ``fn`` compiles once for any N.
     Returns numpy arrays with leading axis N."""
+    args = jax.tree.map(np.asarray, args)  # (slicing jax arrays here would compile per shape)
     n = len(jax.tree.leaves(args)[0])
     pad = -n % block
     args = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), args)

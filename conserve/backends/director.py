@@ -133,7 +133,7 @@ def block_structure(model: Model, state: State):
     return block_tree(list(np.asarray(_sample_jacobians(model, state, noise))), node)
 
 
-@jit_quick
+@jit_quick(mode="once")
 def _sample_jacobians(model, state, noise):
     """(k, n, n) the step's dense Newton matrices for h = 1e-3 s at the initial guess plus each
     row of noise (k, n) (compiled once per model structure)."""

@@ -199,7 +199,7 @@ def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
     return lam.at[kept].set(jax.scipy.linalg.solve_triangular(Ra, -Qa.T @ r1))
 
 
-@jit_quick
+@jit_quick(mode="once")
 def _batch_multipliers(model: Model, before: State, after: State, lams, t, h):
     return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, None))(model, before, after, lams, t, h)
 
