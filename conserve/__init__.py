@@ -5,6 +5,7 @@ Importing conserve enables jax float64 (see :mod:`conserve._x64`).
 
 from . import _x64  # noqa: F401  (must run before any jax array is created)
 from . import kinematics, problems, studies  # noqa: F401
+from .adaptive import Adaptive
 from .compilation import enable_compilation_cache
 from .discrete import Newton
 from .errors import (CoarseStepWarning, ConvergenceError, FileError, InconsistentInitialState, InvalidInertia,
@@ -35,5 +36,5 @@ __all__ = [
     "Spherical", "SpringDamper",
     "System", "Torque", "Universal", "ground", "resume", "simulate", "Solution", "linearize", "Linearization",
     "joint_reactions", "Reaction", "step", "initial_state", "energy",
-    "enable_compilation_cache", "simulate_batch", "Ensemble", "Parameter", "trajectory", "set_joints",
+    "enable_compilation_cache", "Adaptive", "simulate_batch", "Ensemble", "Parameter", "trajectory", "set_joints",
 ]

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from .model import (Fixed, Gravity, JointMotor, JointSpringDamper, PointMass, Prismatic, Revolute, RigidBody, Rope,
+from .model import (CentralGravity, Fixed, Gravity, JointMotor, JointSpringDamper, PointMass, Prismatic, Revolute, RigidBody, Rope,
                     Rotor, Spherical, System, Universal, ground)
 
 G = 9.81
@@ -83,6 +83,49 @@ def free_body(inertia=(6.0, 8.0, 3.0), angular_velocity=(10.0, 20.0, 20.0), mass
     body = RigidBody("body", mass=mass, inertia=inertia, position=position, velocity=velocity,
                      angular_velocity=angular_velocity, frame="body")
     return System([body])
+
+
+@dataclass(frozen=True)
+class KeplerOrbit:
+    """An eccentric orbit: a rigid satellite (a box 1 × 0.5 × 0.2, spinning about its d3) in
+    central gravity μ about the origin, started at pericentre; semi-major axis ``a`` and
+    eccentricity ``e`` (units: μ = 1, a = 1, so the period is 2π). Its speed varies by
+    (1 + e)/(1 − e) between pericentre and apocentre (19 for e = 0.9), so the step a tolerance
+    needs varies as much: the test of adaptive steps (:mod:`conserve.adaptive`). The exact
+    centre of mass (:meth:`position`) is the Kepler ellipse, by Kepler's equation."""
+
+    a: float = 1.0
+    e: float = 0.9
+    mu: float = 1.0
+    spin: float = 1.0
+
+    @property
+    def period(self):
+        return 2 * np.pi * np.sqrt(self.a**3 / self.mu)
+
+    def system(self) -> System:
+        r_p = self.a * (1 - self.e)
+        v_p = np.sqrt(self.mu * (1 + self.e) / r_p)
+        box = RigidBody("satellite", mass=1.0, inertia=np.array([0.5**2 + 0.2**2, 1 + 0.2**2, 1 + 0.5**2]) / 12,
+                        position=(r_p, 0.0, 0.0), velocity=(0.0, v_p, 0.0), angular_velocity=(0.0, 0.0, self.spin))
+        return System([box, CentralGravity(self.mu)])
+
+    def position(self, t):
+        """(len(t), 3) the exact centre of mass at times t (s) by Kepler's equation M = E − e sin E
+        (Newton's method to round-off)."""
+        t = np.asarray(t, float)
+        M = np.sqrt(self.mu / self.a**3) * t
+        E = M + self.e * np.sin(M)
+        for _ in range(50):
+            E = E - (E - self.e * np.sin(E) - M) / (1 - self.e * np.cos(E))
+        x = self.a * (np.cos(E) - self.e)
+        y = self.a * np.sqrt(1 - self.e**2) * np.sin(E)
+        return np.stack([x, y, np.zeros_like(x)], axis=1)
+
+
+def kepler_orbit(**kw) -> System:
+    """The eccentric orbit (see :class:`KeplerOrbit`)."""
+    return KeplerOrbit(**kw).system()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import checkpoint as checkpoints
+from .adaptive import Adaptive, simulate_adaptive
 from .compilation import MODES, compiler_options
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .backends.compose import check_order
@@ -120,14 +121,21 @@ def clear_compiled():
 
 def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=0.0, chunk=CHUNK, progress=None,
              ode=None, on_failure="raise", max_subdivisions=6, checkpoint=None, checkpoint_every=None,
-             overwrite=False, compile="quick") -> Solution:
-    """Integrate ``system`` from t0 to t_end with the constant step dt.
+             overwrite=False, compile="quick", rtol=None, atol=None, saveat=None) -> Solution:
+    """Integrate ``system`` from t0 to t_end with the constant step dt, or with adaptive steps.
 
     Parameters
     ----------
     system : System or Assembly (assemble once with ``system.assemble()`` to reuse it)
-    t_end : float, s — rounded up to a whole number of steps: the last node is t0 + N dt
-    dt : float, s
+    t_end : float, s — with a fixed dt rounded up to a whole number of steps: the last node is
+        t0 + N dt
+    dt : float, s; or "adaptive" (steps chosen for the tolerances ``rtol`` and ``atol`` of the local
+        error of the configuration, default 1e-6 and 1e-9; every accepted node conserves exactly,
+        :mod:`conserve.adaptive`), or a :class:`conserve.Adaptive` with all the options (dt0,
+        dt_min, dt_max, the error estimate)
+    rtol, atol : the tolerances of dt="adaptive"
+    saveat : with adaptive steps, the times (s, in (t0, t_end]) at which to keep nodes; each is
+        reached exactly, and t_end is always kept (default: keep every accepted node)
     backend : "director" (energy-momentum midpoint DAE in director coordinates; Gonzalez 1996,
         Betsch and Steinmann 2001) or
         "reduced" (the same discrete equations in the kinematic tree's minimal coordinates,
@@ -173,6 +181,12 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         the last converged one; ``err.step``, ``err.time``, ``err.residual_history`` say where.
     """
     assembly = as_assembly(system, "simulate")
+    controller = adaptive_controller(dt, rtol, atol)
+    if controller is not None:
+        return _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton, order, chunk, progress,
+                                  ode, on_failure, checkpoint, compile)
+    if saveat is not None:
+        raise ModelError("simulate: saveat is for adaptive steps (dt='adaptive'); with a fixed dt every node is kept.")
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk)
     if checkpoint_every is not None:
         if checkpoint is None:
@@ -201,6 +215,57 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         return _run(assembly, settings, backend, carry, 0, [first], ckpt, progress)
     finally:
         checkpoints.close(ckpt)
+
+
+def adaptive_controller(dt, rtol=None, atol=None):
+    """The :class:`~conserve.adaptive.Adaptive` options of ``dt`` ("adaptive" with ``rtol`` and
+    ``atol``, or an Adaptive object), or None for a fixed dt (then rtol and atol must be None)."""
+    if isinstance(dt, Adaptive):
+        if rtol is not None or atol is not None:
+            raise ModelError("simulate: give rtol and atol in the Adaptive object, not beside it.")
+        return dt
+    if isinstance(dt, str):
+        if dt != "adaptive":
+            raise ModelError(f"simulate: dt must be a number (s), 'adaptive' or a cs.Adaptive, got {dt!r}.")
+        return Adaptive(**{k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
+    if rtol is not None or atol is not None:
+        raise ModelError("simulate: rtol and atol are the tolerances of adaptive steps (dt='adaptive'); a fixed dt "
+                         "has none.")
+    return None
+
+
+def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton, order, chunk, progress, ode,
+                       on_failure, checkpoint, compile):
+    """:func:`simulate` with adaptive steps (:mod:`conserve.adaptive`)."""
+    t0, t_end = _number("t0", t0), _number("t_end", t_end)
+    if not (math.isfinite(t0) and math.isfinite(t_end) and t_end > t0):
+        raise ModelError(f"simulate: t_end must be finite and > t0 = {t0}, got {t_end}.")
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ModelError(f"simulate: chunk must be an integer ≥ 1, got {chunk!r}.")
+    if checkpoint is not None:
+        raise ModelError("simulate: checkpoints are written for a fixed dt; adaptive runs do not checkpoint.")
+    if on_failure != "raise":
+        raise ModelError("simulate: adaptive steps retry a failed step smaller themselves; on_failure applies to a "
+                         "fixed dt.")
+    if saveat is not None:
+        saveat = np.asarray(saveat, float).ravel()
+        if not (np.all(np.isfinite(saveat)) and np.all(saveat > t0) and np.all(saveat <= t_end)):
+            raise ModelError(f"simulate: saveat times must lie in (t0, t_end] = ({t0}, {t_end}] s.")
+    backend = resolve_backend(backend, newton, ode, "raise", 6, order)
+    if isinstance(backend, ReferenceBackend):
+        raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) has its own step control; "
+                         "dt='adaptive' adapts the energy-momentum step.")
+    check_drives_at(assembly, t0)
+    settings = {"t0": t0, "t_end": t_end, "dt": "adaptive", "chunk": chunk, "compile": check_mode(compile),
+                "saveat": saveat is not None, **backend_settings(backend, False)}
+    backend = backend.prepare(assembly.model, assembly.initial_state)
+    carry = backend.init(assembly.model, assembly.initial_state)
+    first = first_piece(assembly.model, carry.state, t0)
+    solution, error = simulate_adaptive(assembly, settings, backend, carry, controller, saveat, first,
+                                        settings["compile"], progress)
+    if error is not None:
+        raise error
+    return solution
 
 
 def check_mode(mode, who="simulate"):
@@ -431,14 +496,19 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
     lams, iters, work, dissipation, substeps = (join(f"step_{k}") for k in
                                                 ("lam", "iterations", "work", "dissipation", "substeps"))
     diag = {k[5:]: join(k) for k in pieces[0] if k.startswith("diag_")}
+    if dt == "adaptive":  # the nodes' times and each step's size (conserve.adaptive)
+        t = np.concatenate([[t0], *(p["node_t"] for p in pieces if "node_t" in p)])
+        h = np.concatenate([np.zeros(0), *(p["step_h"] for p in pieces if "step_h" in p)])
+    else:
+        t, h = t0 + dt * np.arange(n + 1), dt
     stats = {"backend": backend.name, "steps": n, "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
              "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1))}
-    if n:  # the multipliers a backend eliminated (the reduced backend's tree rows)
-        lams = backend.recover_multipliers(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t0, dt)
+    if n and not settings.get("saveat"):  # the multipliers a backend eliminated (the reduced backend's tree rows)
+        lams = backend.recover_multipliers(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t[:-1], h)
     multipliers = np.zeros((n, len(layout.constraint_rows)))
-    multipliers[:, list(model.constraint_keep)] = lams * (2.0 / dt**2)
-    solution = Solution(t=t0 + dt * np.arange(n + 1), q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
+    multipliers[:, list(model.constraint_keep)] = lams * (2.0 / np.reshape(h, (-1, 1))**2)
+    solution = Solution(t=t, q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
                         newton_iterations=iters, work=work, dissipation=dissipation, substeps=substeps,
                         layout=layout_record(layout), diagnostics=diag, stats=stats, assembly=assembly)
     if failed:

@@ -312,10 +312,16 @@ class Solution:
         E = self.energy.total
         s = self.stats
         scale_E = max(abs(E[0]), 1e-300)
-        dt = self.t[1] - self.t[0] if len(self) > 1 else float("nan")
+        dt = np.diff(self.t) if len(self) > 1 else np.full(1, np.nan)
+        size = f"{dt[0]:.3g} s" if np.ptp(dt) <= 1e-9 * np.max(np.abs(self.t)) else f"{dt.min():.3g} … {dt.max():.3g} s"
+        if "accepted_steps" in s:  # adaptive (conserve.adaptive): steps of 2 per accepted attempt, nodes kept
+            size = (f"{np.min(dt):.3g} … {np.max(dt):.3g} s" if s["steps"] == len(self) - 1 else
+                    f"h, {len(self) - 1} intervals kept") + (
+                f" (adaptive, rtol {s['rtol']:.0e}, atol {s['atol']:.0e}: {s['accepted_steps']} attempts accepted, "
+                f"{s['rejected_steps']} rejected)")
         iters = self.newton_iterations if self.newton_iterations.size else np.zeros(1)
         lines = [
-            f"{s.get('steps', len(self) - 1)} steps of {dt:.3g} s to t = {self.t[-1]:.6g} s "
+            f"{s.get('steps', len(self) - 1)} steps of {size} to t = {self.t[-1]:.6g} s "
             f"(backend {s.get('backend', '?')}, {self.layout['degrees_of_freedom']} degrees of freedom)",
             f"  energy              max |E - E0| = {np.max(np.abs(E - E[0])):.2e} J = "
             f"{np.max(np.abs(E - E[0])) / scale_E:.2e} of |E0|"

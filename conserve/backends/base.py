@@ -79,10 +79,11 @@ class StepBackend(ABC):
     def unknowns(self, model: Model) -> int:
         """The number of unknowns solved for per step."""
 
-    def recover_multipliers(self, model: Model, nodes: State, multipliers, t0, h):
+    def recover_multipliers(self, model: Model, nodes: State, multipliers, t, h):
         """The scaled multipliers (N, n_c) of every kept row of a finished run, from the nodes
-        (States stacked, N + 1) and the multipliers the steps carried (N, n_c); backends that
-        eliminate some (the reduced one) fill them in here."""
+        (States stacked, N + 1), the steps' start times t (N,) and sizes h (N, or one for all) in s
+        and the multipliers the steps carried (N, n_c); backends that eliminate some (the reduced
+        one) fill them in here."""
         return multipliers
 
 
@@ -111,8 +112,8 @@ class Wrapper(StepBackend):
     def unknowns(self, model: Model) -> int:
         return self.inner.unknowns(model)
 
-    def recover_multipliers(self, model: Model, nodes: State, multipliers, t0, h):
-        return self.inner.recover_multipliers(model, nodes, multipliers, t0, h)
+    def recover_multipliers(self, model: Model, nodes: State, multipliers, t, h):
+        return self.inner.recover_multipliers(model, nodes, multipliers, t, h)
 
 
 class ReferenceBackend(ABC):

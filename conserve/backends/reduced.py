@@ -112,10 +112,10 @@ class Reduced(StepBackend):
             return model.tree.n_dof + model.n_constraints + 2 * model.n_rotors
         return unknowns(model)
 
-    def recover_multipliers(self, model: Model, nodes: State, multipliers, t0, h):
+    def recover_multipliers(self, model: Model, nodes: State, multipliers, t, h):
         if self._structured:  # solved in the step
             return multipliers
-        return recovered_multipliers(model, nodes, multipliers, t0, h)
+        return recovered_multipliers(model, nodes, multipliers, t, h)
 
 
 #: "auto" takes the structured form from this many tree coordinates on; below, the dense form's LU
@@ -201,16 +201,17 @@ def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
 
 @jit_quick(mode="once")
 def _batch_multipliers(model: Model, before: State, after: State, lams, t, h):
-    return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, None))(model, before, after, lams, t, h)
+    return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, 0))(model, before, after, lams, t, h)
 
 
-def recovered_multipliers(model: Model, nodes: State, lams, t0, h):
+def recovered_multipliers(model: Model, nodes: State, lams, t, h):
     """The tree multipliers of a finished run, after the time loop (so the step stays minimal):
-    ``nodes`` the States at t_0 … t_N stacked (N + 1, ...), ``lams`` (N, n_c) the step's
-    multipliers (cut rows filled). Returns (N, n_c) scaled multipliers λ̃ of every kept row."""
+    ``nodes`` the States at t_0 … t_N stacked (N + 1, ...), ``t`` (N,) the steps' start times and
+    ``h`` their sizes (N, or one for all) in s, ``lams`` (N, n_c) the step's multipliers (cut rows
+    filled). Returns (N, n_c) scaled multipliers λ̃ of every kept row."""
     before, after = (jax.tree.map(lambda a: a[k:len(a) - 1 + k], nodes) for k in (0, 1))
-    times = t0 + h * np.arange(len(lams))
-    return map_steps(lambda *a: _batch_multipliers(model, *a, h), before, after, lams, times)
+    h = np.broadcast_to(np.asarray(h, np.float64), (len(lams),))
+    return map_steps(partial(_batch_multipliers, model), before, after, lams, np.asarray(t, np.float64), h)
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,336 @@
+"""Energy-consistent adaptive steps: ``simulate(system, t_end, dt="adaptive", rtol=…, atol=…)``.
+
+Every accepted node is reached by energy-momentum steps of the step backend, so the energy
+balance, the momentum maps and every constraint hold exactly at every node whatever the sizes;
+adaptivity only chooses the sizes. The local error is estimated on the configuration y = (q, θ)
+in the weighted RMS norm ‖e_i / (atol + rtol·max(|y_i|, |ŷ_i|))‖ and an attempt is accepted when it
+is at most 1. Two estimates:
+
+* ``"history"`` (default for the order-2 step): the step's local error in q is h³ q⁽³⁾/12 (the
+  trapezoidal rule's on q' = v, v' = a; Zienkiewicz and Xie 1991), with q⁽³⁾ from the third
+  divided difference of the new node and the last three (Milne's device, as in variable-step
+  trapezoidal codes). It costs no extra solve — one Newton solve per attempt — but needs three
+  nodes: the first two steps take ``dt0`` unchecked.
+* ``"doubling"`` (default for orders 4 and 6, :mod:`conserve.backends.compose`): each attempt takes
+  one step Φ_h and two half steps Φ_{h/2}∘Φ_{h/2} from the same node; the half steps' error is
+  ≈ (y_{h/2,h/2} − y_h)/(2^p − 1) (Richardson; Hairer, Nørsett and Wanner, Solving ODEs I, §II.4),
+  and they become the nodes. Any order, three solves per attempt.
+
+Velocities are in neither: the index-3 midpoint step's velocities carry an O(h²) component normal
+to the constraints whose sign alternates from step to step (:mod:`conserve.backends.compose`),
+so their differences measure that parasitic component rather than the accuracy; positions are
+free of it.
+
+Step sizes follow the PI controller of Gustafsson (1991; Hairer and Wanner, Solving ODEs II,
+§IV.2), h_new = h·min(f_max, max(f_min, κ err^−α err_prev^β)) with α = 0.7/(p + 1),
+β = 0.4/(p + 1), κ = 0.9, f_min = 0.2, f_max = 5 (1 right after a rejection). An attempt whose
+Newton iterations fail is rejected and retried with h/4; a run whose next step would fall below
+``dt_min`` stops with a ConvergenceError that keeps every accepted node. Every time in ``saveat``
+(and t_end) is reached exactly — the step before it is shortened to land on it — and with
+``saveat`` only those nodes are kept (each with the work, dissipation and Newton iterations of its
+interval and the multipliers of its last step); without, every accepted node is.
+
+Adaptivity pays where the step a tolerance needs varies along the run: one period of an
+eccentric orbit (e = 0.9, :class:`conserve.problems.KeplerOrbit`) to a position error of 1e-4 takes
+~1600 adaptive steps against ~14 000 fixed ones (``tests/test_adaptive.py``,
+``benchmarks/work_precision.py``). The time loop is ``lax.scan`` over attempts in compiled chunks,
+as for fixed steps (:mod:`conserve.simulate`), with one copy of the backend's step scanned over an
+attempt's solves.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .backends import Carry, StepBackend
+from .discrete.newton import run_if
+from .errors import ConvergenceError, ModelError
+from .model.parameters import bound
+from .solution import diagnostics
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """Adaptive steps: ``simulate(..., dt=cs.Adaptive(rtol=…, atol=…))``, or ``dt="adaptive"`` with
+    ``rtol`` and ``atol`` (see the module docstring).
+
+    Attributes
+    ----------
+    rtol, atol : relative and absolute tolerance of the local error of the configuration (m for
+        positions, 1 for directors, rad for spin angles)
+    estimate : "auto" (default: "history" for the order-2 step, "doubling" for orders 4 and 6),
+        "history" or "doubling" (see the module docstring)
+    dt0 : the first attempt's size in s (default: 1e-4 of the span, at least dt_min); with the
+        history estimate the first two steps take it unchecked (no error is known before the third)
+    dt_min : the smallest step in s before the run fails (default 1e-12 of the span)
+    dt_max : the largest step in s (default: the span)
+    """
+
+    rtol: float = 1e-6
+    atol: float = 1e-9
+    dt0: float | None = None
+    dt_min: float | None = None
+    dt_max: float | None = None
+    estimate: str = "auto"
+    safety: float = 0.9
+    min_factor: float = 0.2
+    max_factor: float = 5.0
+
+    def __post_init__(self):
+        for name in ("rtol", "atol"):
+            x = getattr(self, name)
+            if not (isinstance(x, (int, float)) and math.isfinite(x) and x >= 0):
+                raise ModelError(f"simulate: {name} must be a finite number ≥ 0, got {x!r}.")
+        if self.rtol == 0 and self.atol == 0:
+            raise ModelError("simulate: rtol and atol cannot both be 0 (adaptive steps need a tolerance).")
+        if self.estimate not in ("auto", "history", "doubling"):
+            raise ModelError(f"simulate: Adaptive(estimate=...) must be 'auto', 'history' or 'doubling', got "
+                             f"{self.estimate!r}.")
+        for name in ("dt0", "dt_min", "dt_max"):
+            x = getattr(self, name)
+            if x is not None and not (isinstance(x, (int, float)) and math.isfinite(x) and x > 0):
+                raise ModelError(f"simulate: {name} must be a positive number of seconds, got {x!r}.")
+
+    def sizes(self, span):
+        """(dt0, dt_min, dt_max) in s for a run over ``span`` s."""
+        dt_max, dt_min = self.dt_max or span, self.dt_min or 1e-12 * span
+        return min(max(self.dt0 or 1e-4 * span, dt_min), dt_max), dt_min, dt_max
+
+    def estimator(self, order):
+        """The error estimate for a step of ``order``: "history" for order 2, else "doubling"."""
+        return self.estimate if self.estimate != "auto" else ("history" if order == 2 else "doubling")
+
+
+def error_norm(error, y0, y1, rtol, atol):
+    """The weighted RMS norm ‖error_i / (atol + rtol·max(|y0_i|, |y1_i|))‖ of a local error
+    estimate of the configuration y = (q, θ), y0 and y1 the configurations it lies between."""
+    scale = atol + rtol * jnp.maximum(jnp.abs(y0), jnp.abs(y1))
+    return jnp.sqrt(jnp.mean((error / scale) ** 2))
+
+
+def third_difference(y, t):
+    """The third divided difference y[t_0, t_1, t_2, t_3] (m,) of configurations y (4, m) at times
+    t (4,), newest first (the third derivative is about 6 times it)."""
+    d1 = (y[:-1] - y[1:]) / (t[:-1] - t[1:])[:, None]
+    d2 = (d1[:-1] - d1[1:]) / (t[:-2] - t[2:])[:, None]
+    return (d2[0] - d2[1]) / (t[0] - t[3])
+
+
+#: the stages of an attempt: (start from the previous stage's result, size / h, time offset / h)
+STAGES = {"history": ((False, 1.0, 0.0),),
+          "doubling": ((False, 1.0, 0.0), (False, 0.5, 0.0), (True, 0.5, 0.5))}
+
+
+def _chunk_fn(backend: StepBackend, length, controller: Adaptive):
+    """The compiled stretch of ``length`` attempts (see the module docstring)."""
+    p = backend.order
+    alpha, beta = 0.7 / (p + 1), 0.4 / (p + 1)
+    estimate = controller.estimator(p)
+    stages = STAGES[estimate]
+    kept = slice(0, 1) if estimate == "history" else slice(1, 3)  # the stages that become nodes
+    last_fraction = stages[-1][1]  # the last stage's size / h
+
+    @jax.jit  # traced once for its abstract evaluation and its use in the loop
+    def attempt(model, carry: Carry, t, h, h_last):
+        """The attempt's stages with one copy of the step: stacked Carry and StepRecord (stages, …)."""
+        # multipliers carried as λ̃/size² (λ/2), rescaled to each stage's size
+        normal = carry._replace(multipliers=carry.multipliers / h_last**2)
+
+        def stage(previous, xs):
+            from_previous, fraction, offset = xs
+            start = jax.tree.map(lambda a, b: jnp.where(from_previous, b, a), normal, previous)
+            size = fraction * h
+            with bound(model.parameters):
+                new, record = backend.step(model, start._replace(multipliers=start.multipliers * size**2),
+                                           t + offset * h, size)
+            return new._replace(multipliers=new.multipliers / size**2), (new, record)
+
+        return jax.lax.scan(stage, normal, tuple(jnp.array(column) for column in zip(*stages)))[1]
+
+    def run(model, carry: Carry, t, h, h_last, err_prev, past, saves, k_save, t_end, dt_min, dt_max, rtol, atol):
+        shapes = jax.eval_shape(attempt, model, carry, t, h, h_last)
+        nothing = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+
+        def body(loop, _):
+            carry, t, h, h_last, err_prev, past, k_save, done, failed, failure = loop
+            y_past, t_past, n_past = past
+            active = ~done & ~failed
+            target = saves[k_save]
+            land = h >= (1.0 - 1e-9) * (target - t)  # the next save time (or t_end) is within reach
+            h_try = jnp.where(land, target - t, h)
+            t_new = jnp.where(land, target, t + h_try)
+            stages, records = run_if(active, lambda: attempt(model, carry, t, h_try, h_last), nothing)
+            last = jax.tree.map(lambda a: a[-1], stages)
+            y_new = jnp.concatenate([last.state.q, last.state.theta])
+            converged = jnp.all(records.converged)
+            if estimate == "history":  # h³ y'''/12 from the last four nodes; none for the first two steps
+                error = 0.5 * h_try**3 * third_difference(jnp.concatenate([y_new[None], y_past]),
+                                                          jnp.concatenate([t_new[None], t_past]))
+                start_up = n_past < 3
+            else:  # Richardson: (two half steps − one step)/(2^p − 1)
+                y_single = jnp.concatenate([stages.state.q[0], stages.state.theta[0]])
+                error, start_up = (y_new - y_single) / (2.0**p - 1.0), jnp.bool_(False)
+            err = jnp.where(start_up, 0.0, error_norm(error, y_past[0], y_new, rtol, atol))
+            err = jnp.where(converged & jnp.isfinite(err), err, jnp.inf)
+            accept = active & (err <= 1.0)
+            # PI controller; a rejected attempt is retried smaller (h/4 after a Newton failure); the
+            # history estimate's first steps (no error known yet) keep their size
+            factor = controller.safety * jnp.maximum(err, 1e-10) ** -alpha * jnp.maximum(err_prev, 1e-4) ** beta
+            factor = jnp.clip(factor, controller.min_factor, jnp.where(accept, controller.max_factor, 1.0))
+            factor = jnp.where(converged, jnp.where(start_up, 1.0, factor), 0.25)
+            proposal = jnp.minimum(h_try * factor, dt_max)
+            # a step shortened to land on a save time does not shrink the next one
+            h_new = jnp.where(accept & land, jnp.maximum(proposal, jnp.minimum(h, dt_max)), proposal)
+            h_new = jnp.where(active, h_new, h)
+            too_small = active & (h_new < dt_min) & ~(accept & (t_new >= t_end))  # (an accepted attempt is kept)
+            worst = jnp.argmin(records.converged)  # the first stage whose Newton failed (0 if none did)
+            failure = jax.tree.map(lambda new, old: jnp.where(too_small, new, old),
+                                   (records.history[worst], records.iterations[worst], jnp.where(accept, t_new, t),
+                                    h_new), failure)
+            size = last_fraction * h_try  # the last step's
+            new_carry = jax.tree.map(lambda old, new: jnp.where(accept, new, old),
+                                     carry, last._replace(multipliers=last.multipliers * size**2))
+            shifted = (jnp.concatenate([y_new[None], y_past[:-1]]), jnp.concatenate([t_new[None], t_past[:-1]]),
+                       jnp.minimum(n_past + 1, 3))
+            past = jax.tree.map(lambda old, new: jnp.where(accept, new, old), past, shifted)
+            landed = accept & land
+            loop = (new_carry, jnp.where(accept, t_new, t), h_new, jnp.where(accept, size, h_last),
+                    jnp.where(accept & ~start_up, err, err_prev), past, k_save + landed,
+                    done | (landed & (target >= t_end)), failed | too_small, failure)
+            output = {"nodes": jax.tree.map(lambda a: a[kept], stages.state),
+                      "records": jax.tree.map(lambda a: a[kept], records),
+                      "t": t, "t_new": t_new, "h": h_try, "err": err, "accepted": accept, "landed": landed,
+                      "active": active}
+            return loop, output
+
+        init = (carry, t, h, h_last, err_prev, past, k_save, jnp.bool_(False), jnp.bool_(False),
+                (jnp.full(nothing[1].history.shape[1:], jnp.nan), jnp.int32(0), t, h))
+        return jax.lax.scan(body, init, None, length=length)
+
+    return jax.jit(run)
+
+
+_compiled: dict = {}
+
+
+def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, controller: Adaptive, saveat,
+                      first, mode, progress):
+    """The adaptive run of :func:`conserve.simulate` (its checked arguments; ``first`` the node at
+    t0 as a piece): (Solution, ConvergenceError or None)."""
+    from .compilation import compiler_options
+    from .simulate import NODE_FIELDS, assemble_solution
+
+    model = assembly.model
+    t0, t_end, chunk = settings["t0"], settings["t_end"], settings["chunk"]
+    dt0, dt_min, dt_max = controller.sizes(t_end - t0)
+    saves = np.unique(np.append(np.asarray([] if saveat is None else saveat, float), t_end))
+    saves = saves[saves > t0]
+    padded = np.full(1 << max(0, len(saves) - 1).bit_length(), np.inf)  # a power of two: few shapes
+    padded[:len(saves)] = saves
+    y0 = np.concatenate([carry.state.q, carry.state.theta])
+    past = (np.repeat(y0[None], 3, axis=0), np.full(3, t0), np.int32(1))  # the last nodes (y, t), how many
+    f64 = jnp.float64
+    args = [model, carry, f64(t0), f64(dt0), f64(dt0), f64(1.0), past, jnp.asarray(padded), jnp.int32(0),
+            f64(t_end), f64(dt_min), f64(dt_max), f64(controller.rtol), f64(controller.atol)]
+    key = (backend, chunk, controller, mode, jax.tree.structure(args),
+           tuple(np.shape(a) for a in jax.tree.leaves(args)))
+    tic = time.perf_counter()
+    if key not in _compiled:
+        _compiled[key] = _chunk_fn(backend, chunk, controller).lower(*args).compile(compiler_options(mode))
+    run = _compiled[key]
+    compile_time = time.perf_counter() - tic
+
+    pieces, open_steps = [first], []  # open_steps: the steps since the last kept node (saveat)
+    rejections, attempts, steps_taken, done, failed = [], 0, 0, False, False
+    tic = time.perf_counter()
+    while not (done or failed):
+        (carry, t, h, h_last, err_prev, past, k_save, done, failed, failure), out = run(*args)
+        args[1:7], args[8] = [carry, t, h, h_last, err_prev, past], k_save
+        done, failed = bool(done), bool(failed)
+        out = jax.tree.map(np.asarray, out)
+        active = out["active"]
+        attempts += int(np.sum(active))
+        rejected = active & ~out["accepted"]
+        rejections += list(zip(out["t"][rejected], out["h"][rejected], out["err"][rejected]))
+        steps = _accepted_steps(out)
+        steps_taken += len(steps)
+        if saveat is None:
+            kept = steps
+        else:
+            open_steps += steps
+            kept, open_steps = _saved_intervals(open_steps)
+        if kept:
+            pieces.append(_piece(model, kept, NODE_FIELDS))
+        if progress is not None:
+            progress(float(t) - t0, t_end - t0)
+    run_time = time.perf_counter() - tic
+    n = sum(len(p["node_t"]) for p in pieces[1:])
+    solution, _ = assemble_solution(assembly, settings, backend, pieces, n, False, None, compile_time, run_time)
+    solution.stats.update({"steps": steps_taken, "time_per_step": run_time / max(steps_taken, 1),
+                           "attempts": attempts, "accepted_steps": attempts - len(rejections),
+                           "rejected_steps": len(rejections), "error_estimate": controller.estimator(backend.order),
+                           "rtol": controller.rtol, "atol": controller.atol,
+                           "rejections": [[float(x) for x in r] for r in rejections]})  # (t, h, error), JSON
+    error = None
+    if failed:
+        t_stop, h_next = float(failure[2]), float(failure[3])
+        error = ConvergenceError(
+            f"adaptive steps stopped at t = {t_stop:.6g} s: the next step the tolerances ask for, {h_next:.3g} s, is "
+            f"below dt_min = {dt_min:.3g} s (the error estimate or Newton's method needs ever smaller steps: a "
+            "singularity, a law that jumps, or tolerances near round-off); kept the "
+            f"{n} steps before in err.partial_solution. Try larger rtol/atol or a smaller dt_min, or check the model.",
+            partial_solution=solution, step=n, time=t_stop,
+            residual_history=np.asarray(failure[0])[:int(failure[1])])
+    return solution, error
+
+
+def _accepted_steps(out):
+    """The steps of a chunk's accepted attempts (one per attempt with the history estimate, its two
+    half steps with step doubling) as dicts: the node (a tuple of State fields), its time t, the
+    step's size h, the StepRecord fields and whether the node is a save time's."""
+    steps, rec = [], out["records"]
+    n_nodes = out["nodes"].q.shape[1]
+    for k in np.flatnonzero(out["accepted"]):
+        t, h = out["t"][k], out["h"][k]
+        for j in range(n_nodes):
+            last = j == n_nodes - 1
+            steps.append({"node": tuple(a[k, j] for a in out["nodes"]),
+                          "t": out["t_new"][k] if last else t + (j + 1) * h / n_nodes, "h": h / n_nodes,
+                          "iterations": rec.iterations[k, j], "work": rec.work[k, j],
+                          "dissipation": rec.dissipation[k, j], "multipliers": rec.multipliers[k, j],
+                          "substeps": rec.substeps[k, j], "save": bool(last and out["landed"][k])})
+    return steps
+
+
+def _saved_intervals(steps):
+    """(the kept nodes of ``steps`` — those at save times — each with its interval's sums, the
+    steps after the last kept one)."""
+    kept, start = [], 0
+    for i, step in enumerate(steps):
+        if step["save"]:
+            interval = steps[start:i + 1]
+            kept.append({**step, "iterations": sum(s["iterations"] for s in interval),
+                         "work": np.sum([s["work"] for s in interval], axis=0),
+                         "dissipation": np.sum([s["dissipation"] for s in interval], axis=0),
+                         "substeps": sum(s["substeps"] for s in interval)})
+            start = i + 1
+    return kept, steps[start:]
+
+
+def _piece(model, steps, fields):
+    """Kept steps as a piece of a Solution (node_*, node_t, diag_*, step_* with step_h)."""
+    from .model.assembled import State
+
+    nodes = State(*(np.stack([s["node"][i] for s in steps]) for i in range(len(State._fields))))
+    t = np.array([s["t"] for s in steps], float)
+    stack = lambda key: np.stack([np.asarray(s[key]) for s in steps])  # noqa: E731
+    return {**{f"node_{k}": getattr(nodes, k) for k in fields}, "node_t": t,
+            **{f"diag_{k}": a for k, a in diagnostics(model, nodes, t).items()},
+            "step_lam": stack("multipliers"), "step_iterations": stack("iterations"), "step_work": stack("work"),
+            "step_dissipation": stack("dissipation"), "step_substeps": stack("substeps"), "step_h": stack("h")}
