@@ -3,7 +3,7 @@
 Every accepted node is reached by energy-momentum steps of the step backend, so the energy
 balance, the momentum maps and every constraint hold exactly at every node whatever the sizes;
 adaptivity only chooses the sizes. The local error is estimated on the configuration y = (q, θ)
-in the weighted RMS norm ‖e_i / (atol + rtol·max(|y_i|, |ŷ_i|))‖ and an attempt is accepted when it
+in the weighted RMS norm ``‖e_i / (atol + rtol·max(|y_i|, |ŷ_i|))‖`` and an attempt is accepted when it
 is at most 1. Two estimates:
 
 * ``"history"`` (default for the order-2 step): the step's local error in q is h³ q⁽³⁾/12 (the
@@ -108,7 +108,7 @@ class Adaptive:
 
 
 def error_norm(error, y0, y1, rtol, atol):
-    """The weighted RMS norm ‖error_i / (atol + rtol·max(|y0_i|, |y1_i|))‖ of a local error
+    """The weighted RMS norm ``‖error_i / (atol + rtol·max(|y0_i|, |y1_i|))‖`` of a local error
     estimate of the configuration y = (q, θ), y0 and y1 the configurations it lies between."""
     scale = atol + rtol * jnp.maximum(jnp.abs(y0), jnp.abs(y1))
     return jnp.sqrt(jnp.mean((error / scale) ** 2))
