@@ -13,7 +13,9 @@ The chain: N slender bars of length 0.5 m and 1 kg joined by spherical joints, t
 ground at the origin, hanging tilted and spinning about the vertical (a fully spatial motion),
 gravity; Δt = 1e-3 s, ``--steps`` steps.
 
-* conserve: compile time from a first one-step call; time per step = ``sol.stats['time_per_step']``
+* conserve (compiled ``compile="optimized"``, XLA's faster code; simulate's default "quick" compiles
+  in about half the time, benchmarks/results/compile_times.md): compile time from a first one-step
+  call; time per step = ``sol.stats['time_per_step']``
   of the following ``--steps`` runs, best of ``--repeats`` (3). The ode backend (DOP853, rtol
   1e-10) is timed per output interval of Δt, so its per-step numbers compare work for the same
   nodes, not the same accuracy. ``--reduced-max N`` skips the reduced backend above N links; by default every
@@ -65,6 +67,9 @@ DT = 1e-3
 RHO = 0.8  # generalized-α spectral radius at infinity
 CHECK_N, CHECK_T, CHECK_DTS = 4, 0.5, (1e-3, 1e-4)  # same-problem check: tip trajectory at small dt
 SLOPE_RANGE = (8, 64)
+#: conserve's code generation (``simulate(..., compile=...)``): XLA's faster code for per-step times;
+#: compile times with simulate's default ("quick") are in benchmarks/results/compile_times.md
+COMPILE = "optimized"
 
 
 def chain(n, length=LENGTH, tilt=0.3, spin=1.0):
@@ -92,9 +97,9 @@ def conserve_tip(sol, n):
 # ---------------------------------------------------------------- conserve
 def run_conserve(assembly, n, backend, steps, dt=DT, repeats=1):
     backend = BACKEND_OBJECTS.get(backend, backend)
-    first = cs.simulate(assembly, dt, dt, backend=backend)  # compiles (reported separately)
+    first = cs.simulate(assembly, dt, dt, backend=backend, compile=COMPILE)  # compiles (reported separately)
     try:
-        sol = min((cs.simulate(assembly, steps * dt, dt, backend=backend) for _ in range(repeats)),
+        sol = min((cs.simulate(assembly, steps * dt, dt, backend=backend, compile=COMPILE) for _ in range(repeats)),
                   key=lambda s: s.stats["time_per_step"])
     except ConvergenceError as e:  # reported in the tables instead of stopping the benchmark
         return {"failed": str(e).split(". Kept")[0], "compile": first.stats["compile_time"]}
@@ -222,7 +227,7 @@ def header(exu, args):
             f"{cpu[0] if cpu else 'CPU unknown'}, {os.cpu_count()} cores, load average at start "
             f"{os.getloadavg()[0]:.2f} (1 min); conserve {cs.__version__}, jax {jax.__version__}, "
             f"Exudyn {exu.__version__ if exu else 'not installed'}.", "",
-            f"conserve: compile time from a first one-step call, then best of {args.repeats} timed runs. "
+            f"conserve (compile='{COMPILE}'): compile time from a first one-step call, then best of {args.repeats} timed runs. "
             "ode = solve_ivp(DOP853, "
             "rtol 1e-10) with output every Δt (same nodes, not the same accuracy). Exudyn: one Euler-parameter "
             f"rigid body per bar, CreateSphericalJoint, generalized-α ρ∞ = {RHO:g} (GA) and trapezoidal index 2 "

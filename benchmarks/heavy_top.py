@@ -6,9 +6,10 @@ The script pins itself to CPU 0 at start (os.sched_setaffinity, every thread of 
 every timing is single-core even without taskset. All methods solve ``conserve.problems.HeavyTop``:
 its mass, inertia, tip-to-centre length l and initial state (steady precession) are used as given.
 
-* conserve: Δt = 2e-3 … 2.5e-4. Compile time from the first call (once per model structure, the
-  other step sizes reuse it); time per step = ``sol.stats['run_time']`` / steps of a T = 2 s run
-  after compilation, best of 3.
+* conserve: Δt = 2e-3 … 2.5e-4, compiled ``compile="optimized"`` (XLA's faster code; the per-step
+  comparison) and ``"quick"`` (simulate's default, half the compile time). Compile time from the
+  first call (once per model structure, the other step sizes reuse it); time per step =
+  ``sol.stats['run_time']`` / steps of a T = 2 s run after compilation, best of 3.
 * Exudyn (optional, ``pip install -e '.[bench]'``): one ObjectRigidBody with an Euler-parameter node
   at the centre of mass, ``CreateSphericalJoint`` to ground at the tip, gravity as the body's load.
   Solvers: generalized-α (spectral radius ρ∞ = 0.8 as in benchmarks/spacecraft.py, where Exudyn's
@@ -72,15 +73,17 @@ def energy_error(E):
 
 
 # ---------------------------------------------------------------- conserve
-def run_conserve(dt):
+def run_conserve(dt, mode="optimized"):
+    """conserve at step dt, its code generated ``mode`` ("quick", the default of simulate, or
+    "optimized": ``simulate(..., compile=mode)``, conserve/compilation.py)."""
     assembly = TOP.system().assemble()
-    compiled = cs.simulate(assembly, t_end=dt, dt=dt).stats["compile_time"]  # 0 once compiled in this process
+    compiled = cs.simulate(assembly, t_end=dt, dt=dt, compile=mode).stats["compile_time"]  # 0 once compiled
     best = None
     for _ in range(3):
-        sol = cs.simulate(assembly, t_end=T_ACC, dt=dt)
+        sol = cs.simulate(assembly, t_end=T_ACC, dt=dt, compile=mode)
         best = sol if best is None or sol.stats["run_time"] < best.stats["run_time"] else best
-    long = cs.simulate(assembly, t_end=T_LONG, dt=dt)
-    return {"method": "conserve (director EM)", "setting": f"dt = {dt:g}", "steps": best.stats["steps"],
+    long = cs.simulate(assembly, t_end=T_LONG, dt=dt, compile=mode)
+    return {"method": f"conserve (director EM, {mode})", "setting": f"dt = {dt:g}", "steps": best.stats["steps"],
             "err": azimuth_error(best.t, best["top"].position), "wall": best.stats["run_time"],
             "per_step": best.stats["time_per_step"], "unknowns": best.stats["unknowns"],
             "setup": f"{compiled:.2f} s compile" if compiled else "reused",
@@ -302,8 +305,8 @@ def main():
     exu = import_exudyn()
     t_start = time.perf_counter()
     lines = header(exu)
-    cons = {dt: run_conserve(dt) for dt in DTS}
-    rows = list(cons.values())
+    cons = {dt: run_conserve(dt) for dt in DTS}  # optimized: the per-step comparison
+    rows = list(cons.values()) + [run_conserve(dt, "quick") for dt in DTS]
     exu_rows = {}
     if exu is not None:
         runs = [(s, RHO, dt) for s in SOLVERS for dt in DTS] + [("generalized-α", 0.9, 1e-3)]
