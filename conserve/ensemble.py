@@ -138,7 +138,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
         # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
         times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))
-        chunks.append((out, n_new - n, _per_member(_chunk_diagnostics, batch, model, (out.node, times))))
+        chunks.append((out, n_new - n, _per_chunk(_chunk_diagnostics, batch, model, (out.node, times))))
         failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
                          for i in np.flatnonzero(failed_now)})
         n, failed = n_new, failed | failed_now
@@ -250,15 +250,20 @@ def _chunk_diagnostics(model, nodes_and_times):
     return jax.vmap(node_diagnostics, in_axes=(None, 0, 0))(model, nodes, times)
 
 
-@jit_quick(mode="once", static_argnums=(0, 1))
-def _per_member(fn, batch, model, state):
+def _vmapped(fn, batch, model, state):
     """fn(model, state) of every member: vmapped, the model's leaves by ``batch``, the states by
-    their leading axis (compiled once per function, model structure and batch)."""
+    their leading axis."""
     def member(model, state):
         with bound(model.parameters):
             return fn(model, state)
 
     return jax.vmap(member, in_axes=(model_axes(model, batch), 0))(model, state)
+
+
+#: :func:`_vmapped` compiled once per function, model structure and batch: without optimisation for
+#: what runs once per ensemble (initial carries and checks), quick for the diagnostics of every chunk
+_per_member = jit_quick(_vmapped, mode="once", static_argnums=(0, 1))
+_per_chunk = jit_quick(_vmapped, mode="quick", static_argnums=(0, 1))
 
 
 def _skeleton(assembly):
