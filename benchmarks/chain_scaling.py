@@ -270,7 +270,7 @@ def comparison_table(rows):
         red_time = cell(r, ("reduced", "per_step"), "{:.0f}", 1e6)
         red_compile, red_drift = cell(r, ("reduced", "compile"), "{:.1f}"), cell(r, ("reduced", "drift"), "{:.0e}")
         lines.append(f"| {r['N']} | {1e6 * d['per_step']:.0f} | {red_time} | {1e6 * g['per_step']:.0f} | "
-                     f"{1e6 * tr['per_step']:.0f} | **{d['per_step'] / g['per_step']:.1f}** | {d['compile']:.1f} | "
+                     f"{1e6 * tr['per_step']:.0f} | **{d['per_step'] / g['per_step']:.2g}** | {d['compile']:.1f} | "
                      f"{red_compile} | {1e3 * g['setup']:.1f} / {1e3 * tr['setup']:.1f} | {g['unknowns']} | "
                      f"{g['newton']:.1f} / {g['jacobians']:.2f}; {tr['newton']:.1f} / {tr['jacobians']:.2f} | "
                      f"{d['drift']:.0e} / {red_drift} / {g['drift']:.0e} / {tr['drift']:.0e} |")
@@ -302,7 +302,7 @@ def targets_section(rows):
     lines += [f"- 32-link chain, director: **{d32}** (target ≤ 1 ms/step).",
               f"- reduced compile at N = 64: {r64} (target ≤ 5 s)."]
     if ga:
-        lines.append("- director ÷ Exudyn GA per N: " + ", ".join(f"N = {n}: {q:.1f}" for n, q in ga) + ".")
+        lines.append("- director ÷ Exudyn GA per N: " + ", ".join(f"N = {n}: {q:.2g}" for n, q in ga) + ".")
     return lines + [""]
 
 
