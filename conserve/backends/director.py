@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compilation import jit_quick
-from ..discrete.linear import BlockTree, Dense, block_tree
+from ..discrete.linear import BlockTree, Dense, block_tree, coloured
 from ..discrete.newton import Newton, empty_memory, newton_solve
 from ..discrete.scheme import advance, equations, predictor, rotor_weights
 from ..model.assembled import Model, State
@@ -26,9 +26,10 @@ class Director(StepBackend):
 
     ``linear`` chooses the Newton matrix's linear algebra (:mod:`conserve.discrete.linear`):
     "auto" (default) eliminates along the bodies' tree when the model's couplings form one
-    (chains, trees: cost linear in the number of bodies) and uses a dense LU otherwise (loops) or
-    for fewer than ``TREE_MIN_NODES`` bodies; "dense" and "tree" force one ("tree" refuses a model
-    that is not a tree). The structure is found by :meth:`prepare` (``simulate`` calls it); an
+    (chains, trees: cost linear in the number of bodies) and uses a dense LU otherwise: of a
+    matrix formed from coloured derivatives (:class:`~conserve.discrete.linear.Coloured`) for
+    loops, of ``jax.jacfwd``'s for fewer than ``TREE_MIN_NODES`` bodies; "dense" (``jax.jacfwd``)
+    and "tree" force one ("tree" refuses a model that is not a tree). The structure is found by :meth:`prepare` (``simulate`` calls it); an
     unprepared backend, as in ``cs.step`` on a traced model, solves densely. Both give the same
     steps to the Newton tolerance.
 
@@ -98,28 +99,33 @@ TREE_MIN_NODES = 3
 
 def linear_solver(backend, model: Model, state: State, tree_possible=True):
     """The solver a backend's ``linear`` option ("auto", "dense" or "tree") chooses for a model:
-    the :class:`~conserve.discrete.linear.BlockTree` of :func:`block_structure` if there is one
-    (and, for "auto", at least ``TREE_MIN_NODES`` nodes), else :class:`~conserve.discrete.linear.Dense`;
-    "tree" without a tree (or ``tree_possible`` False) is an error."""
+    the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one
+    (and, for "auto", at least ``TREE_MIN_NODES`` nodes); else, for "auto", the
+    :class:`~conserve.discrete.linear.Coloured` dense solver when colouring at least halves the
+    Jacobian's directional derivatives, and :class:`~conserve.discrete.linear.Dense` otherwise;
+    "dense" is always :class:`~conserve.discrete.linear.Dense` (``jax.jacfwd``); "tree" without a
+    tree (or ``tree_possible`` False) is an error."""
     n_rigid = model.rigid_frames.shape[0]
     nodes = n_rigid + model.n_coordinates // 3 - 4 * n_rigid  # bodies and point masses
-    if backend.linear == "auto" and nodes < TREE_MIN_NODES:
-        return Dense()  # too small to gain from the tree: skip finding it (a compilation)
-    tree = block_structure(model, state) if backend.linear != "dense" and tree_possible else None
+    if backend.linear == "dense" or (backend.linear == "auto" and nodes < TREE_MIN_NODES):
+        return Dense()  # too small to gain from structure: skip finding it (a compilation)
+    jacobians = sampled_jacobians(model, state)
+    tree = block_tree(jacobians, _nodes(model)) if tree_possible else None
     if tree is None and backend.linear == "tree":
         raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
                          "(a kinematic loop, or an element joining more than two bodies or distant ones); use "
                          "'auto' or 'dense'.")
-    small = tree is None or (backend.linear == "auto" and tree.n_nodes < TREE_MIN_NODES)
-    return Dense() if small else tree
+    if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
+        return tree
+    nq, n = model.n_coordinates, jacobians[0].shape[0]
+    solver = coloured(jacobians, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)]))
+    return solver if 2 * solver.n_colours <= n else Dense()
 
 
-def block_structure(model: Model, state: State):
-    """The :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix, or None (not a
-    tree). Nodes: each rigid body's 12 coordinates, each other 3-block (a point mass), each hybrid
-    rotor's two unknowns with its master; multipliers join the bodies their rows couple. The
-    sparsity pattern is that of the Jacobian at two random points near the initial step's
-    predictor, and the elimination is checked on both (:func:`~conserve.discrete.linear.block_tree`)."""
+def _nodes(model: Model):
+    """(n,) the node of each Newton unknown for :func:`~conserve.discrete.linear.block_tree`: each
+    rigid body's 12 coordinates, each other 3-block (a point mass), each hybrid rotor's two
+    unknowns with its master; −1 for multipliers (they join the bodies their rows couple)."""
     nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
     n_blocks = nq // 3
     block_node = np.full(n_blocks + 4, -1)
@@ -128,9 +134,14 @@ def block_structure(model: Model, state: State):
     loose = np.flatnonzero(block_node[:n_blocks] < 0)
     block_node[loose] = len(frames) + np.arange(len(loose))
     rotor_node = block_node[np.asarray(model.rotor_params["frame"])[:, 0]] if nr else np.zeros(0, int)
-    node = np.concatenate([np.repeat(block_node[:n_blocks], 3), np.full(nc, -1), rotor_node, rotor_node])
-    noise = 1e-3 * np.random.default_rng(0).standard_normal((2, len(node)))
-    return block_tree(list(np.asarray(_sample_jacobians(model, state, noise))), node)
+    return np.concatenate([np.repeat(block_node[:n_blocks], 3), np.full(nc, -1), rotor_node, rotor_node])
+
+
+def sampled_jacobians(model: Model, state: State):
+    """Two dense Newton matrices (n, n) (numpy) of the step at random points near the initial
+    step's predictor: their nonzeros give the sparsity pattern the structured solvers use."""
+    noise = 1e-3 * np.random.default_rng(0).standard_normal((2, unknowns(model)))
+    return list(np.asarray(_sample_jacobians(model, state, noise)))
 
 
 @jit_quick(mode="once")

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..compilation import jit_quick
 from ..discrete.forces import constraint_force
-from ..discrete.linear import BlockTree
+from ..discrete.linear import BlockTree, Dense
 from ..discrete.newton import Newton, empty_memory, newton_solve
 from ..discrete.scheme import advance, equations, rotor_weights
 from ..model.assembled import Model, State
@@ -86,7 +86,10 @@ class Reduced(StepBackend):
         tree = model.tree  # the structured form needs every kept row but the tree's as an equation
         square = model.n_coordinates - len(tree.tree_rows) == tree.n_dof and not tree.loop_rows
         worth = self.linear == "tree" or tree.n_dof >= STRUCTURED_MIN_DOF
-        return replace(self, linear=linear_solver(self, model, state, square and worth))
+        if not (square and worth) and self.linear != "tree":
+            return replace(self, linear=Dense())
+        linear = linear_solver(self, model, state, square and worth)
+        return replace(self, linear=linear if isinstance(linear, BlockTree) else Dense())  # the dense form: its own LU
 
     @property
     def _structured(self):
