@@ -13,6 +13,10 @@ with its spin about the figure axis raised by ε·ω_s, ε evenly in [−1 %, +1
 * ensemble: ``cs.simulate_batch(assembly, T, dt, initial_states=...)``: the first call's wall
   time (with compilation) and a second call's (compiled; both include building the Solutions).
 
+By run length: the same comparison for T = 0.01 s and 0.1 s (10 and 100 steps; the loop's mean
+over ``LOOP`` calls, the ensemble's second call), where the fixed cost of a call (checks,
+structure, the first node, building the Solution: ~3 ms for ``cs.simulate``) weighs more.
+
 Gradient cost: ``jax.grad`` of the top's centre-of-mass x after 200 steps with respect to the
 scale of its initial velocity, through ``cs.trajectory`` (an implicit-function solve per step,
 each step recomputed in the backward pass), against the forward ``cs.trajectory`` alone; both
@@ -42,6 +46,7 @@ from _peers import pin_to_core0
 
 OUT = Path(__file__).parent / "results" / "ensemble.md"
 MEMBERS, LOOP, T, DT = 1000, 50, 1.0, 1e-3
+SHORT = (0.01, 0.1)  # s, the shorter runs of the by-length table
 
 
 def states(assembly, n):
@@ -78,6 +83,20 @@ def gradient_cost(assembly, steps=200, repeats=5):
     return times
 
 
+def short_run(assembly, members, t_end):
+    """(mean s per cs.simulate call over LOOP members, s of a compiled cs.simulate_batch) for a run to t_end."""
+    cs.simulate(replace(assembly, initial_state=members[0]), t_end, DT)
+    walls = []
+    for s in members[:LOOP]:
+        tic = time.perf_counter()
+        cs.simulate(replace(assembly, initial_state=s), t_end, DT)
+        walls.append(time.perf_counter() - tic)
+    cs.simulate_batch(assembly, t_end, DT, initial_states=members)
+    tic = time.perf_counter()
+    cs.simulate_batch(assembly, t_end, DT, initial_states=members)
+    return float(np.mean(walls)), time.perf_counter() - tic
+
+
 def main():
     pin_to_core0()
     load = os.getloadavg()[0]
@@ -102,6 +121,7 @@ def main():
     wall = time.perf_counter() - tic
 
     forward, gradient = gradient_cost(assembly)
+    by_length = [(t, *short_run(assembly, members, t)) for t in SHORT]
     early = max(float(np.max(np.abs(a.q[:11] - b.q[:11]))) for a, b in zip(loop, ensemble))
     whole = max(float(np.max(np.abs(a.q - b.q))) for a, b in zip(loop, ensemble))
     energy = max(energy_error(sol) for sol in ensemble)
@@ -130,6 +150,13 @@ def main():
         f"Same results: looped members vs the ensemble's, max |Δq| over the first 10 steps {early:.1e} m, over "
         f"the whole run {whole:.1e} m; energy error of every member ≤ {energy:.1e}; "
         f"{len(ensemble.failures)} failed members.", "",
+        "Throughput by run length (compiled; the ensemble's chunk is fitted to the run: the power of two ≥ its "
+        "steps):", "",
+        "| T | steps | loop of cs.simulate, per call | cs.simulate_batch, whole ensemble | throughput ensemble ÷ loop |",
+        "|---|---|---|---|---|",
+        *[f"| {t:g} s | {round(t / DT)} | {call * 1e3:.2f} ms | {batch:.2f} s | {call * MEMBERS / batch:.1f}× |"
+          for t, call, batch in by_length],
+        f"| {T:g} s | {round(T / DT)} | {per_call * 1e3:.2f} ms | {wall:.2f} s | {loop_total / wall:.1f}× |", "",
         f"Gradient through 200 steps (cs.trajectory, jax.grad): {gradient * 1e3:.1f} ms against "
         f"{forward * 1e3:.1f} ms forward, **{gradient / forward:.1f}×** (target ≤ 5×: "
         f"{'met' if gradient / forward <= 5 else 'NOT met'}).", ""]

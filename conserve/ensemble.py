@@ -6,7 +6,8 @@ constants, rotor inertias, joint geometry, everything the assembled model holds 
 Its members are stacked along a leading axis (numbers the members share are stored once) and
 the chunk of :func:`conserve.simulate` runs for all of them at once under ``jax.vmap``: one
 compilation, one call per chunk, and the small arrays of a small model become wide ones, which
-is where a CPU spends its time efficiently. Every member is the same discrete step as alone
+is where a CPU spends its time efficiently. A run shorter than a chunk gets a chunk fitted to
+it (``fitted_chunk``), and only the steps some member took leave the device. Every member is the same discrete step as alone
 (energy, momentum, constraints exact per member); its Newton iteration runs until *every*
 member has converged, each member stopping its own corrections once converged.
 
@@ -110,6 +111,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     """
     assemblies, states = _members(members, initial_states)
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
+    chunk = min(chunk, fitted_chunk(n_steps))
     if t0 != 0.0 and any(a.model.time_dependent for a in assemblies):
         raise ModelError("simulate_batch: members with prescribed motions (JointDrive) start at t0 = 0 "
                          "(their laws are checked there at assembly).")
@@ -138,7 +140,9 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
         # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
         times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))
-        chunks.append((out, n_new - n, _per_chunk(_chunk_diagnostics, batch, model, (out.node, times))))
+        diag = _per_chunk(_chunk_diagnostics, batch, model, (out.node, times))
+        done = int(np.max(n_new - n))  # what any member did: only that much leaves the device
+        chunks.append(jax.tree.map(lambda a: a[:, :done], (out, diag)) + (n_new - n,))
         failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
                          for i in np.flatnonzero(failed_now)})
         n, failed = n_new, failed | failed_now
@@ -149,11 +153,11 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     # each member's nodes: its first, then what every chunk added for it
     first = _per_member(_chunk_diagnostics, batch, model, (jax.tree.map(lambda a: a[:, None], state),
                                                            np.full((m, 1), t0)))
-    chunks = [(jax.tree.map(np.asarray, out), done, jax.tree.map(np.asarray, diag)) for out, done, diag in chunks]
+    chunks = [(jax.tree.map(np.asarray, out), jax.tree.map(np.asarray, diag), done) for out, diag, done in chunks]
     pieces = [[{**{f"node_{k}": np.asarray(getattr(state, k))[i][None] for k in NODE_FIELDS},
                 **{f"diag_{k}": np.asarray(a)[i] for k, a in first.items()}}]
               + [piece(jax.tree.map(lambda a: a[i], out), done[i], jax.tree.map(lambda a: a[i], diag))
-                 for out, done, diag in chunks if done[i]]
+                 for out, diag, done in chunks if done[i]]
               for i in range(m)]
 
     solutions, errors = [], {}
@@ -242,6 +246,13 @@ def _stacked_models(assemblies):
         return jax.tree.unflatten(treedef, [x if b is None else x[i] for x, b in zip(stacked, batch)])
 
     return jax.tree.unflatten(treedef, stacked), batch, member
+
+
+def fitted_chunk(n_steps):
+    """The chunk length of a run of ``n_steps``: the power of two ≥ n_steps (at least 16), so that
+    a short ensemble run does not spend its time on masked steps of every member (a compilation
+    per length, at most seven below :data:`~conserve.simulate.CHUNK`)."""
+    return max(16, 1 << (max(int(n_steps), 1) - 1).bit_length())
 
 
 def _chunk_diagnostics(model, nodes_and_times):

@@ -75,7 +75,7 @@ def _chunk_fn(backend: StepBackend, length, batch=None):
             failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
                                    (record.history, record.iterations), failure)
             loop = (jax.tree.map(keep, carry, new), n + (active & record.converged), failed | failed_now, failure)
-            return loop, StepOutput(new.state, record)
+            return loop, StepOutput(new.state, record._replace(history=None))  # kept only for a failure
 
         failure = (jnp.full(record0.history.shape, jnp.nan), jnp.int32(0))  # the failed step's Newton record
         return jax.lax.scan(body, (carry, n0, jnp.bool_(False), failure), None, length=length)

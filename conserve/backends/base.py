@@ -46,8 +46,9 @@ class Carry(NamedTuple):
 
 class StepOutput(NamedTuple):
     """What the time loop keeps of each step: the ``node`` (State at t_{n+1}) and the step's
-    :class:`~conserve.discrete.scheme.StepRecord` (the nodes' diagnostics are evaluated after each
-    compiled stretch of steps, ``conserve.solution.diagnostics``)."""
+    :class:`~conserve.discrete.scheme.StepRecord` without its Newton ``history`` (None: the loop
+    keeps the failed step's alone; the nodes' diagnostics are evaluated after each compiled
+    stretch of steps, ``conserve.solution.diagnostics``)."""
 
     node: State
     record: StepRecord
