@@ -7,9 +7,10 @@ Its members are stacked along a leading axis (numbers the members share are stor
 the chunk of :func:`conserve.simulate` runs for all of them at once under ``jax.vmap``: one
 compilation, one call per chunk, and the small arrays of a small model become wide ones, which
 is where a CPU spends its time efficiently. A run shorter than a chunk gets a chunk fitted to
-it (``fitted_chunk``), and only the steps some member took leave the device. Every member is the same discrete step as alone
-(energy, momentum, constraints exact per member); its Newton iteration runs until *every*
-member has converged, each member stopping its own corrections once converged.
+it (``fitted_chunk``: no masked steps of every member to run past its end). Every member is
+the same discrete step as alone (energy, momentum, constraints exact per member); its Newton
+iteration runs until *every* member has converged, each member stopping its own corrections
+once converged.
 
 A member whose step fails keeps its steps up to the failure, which is recorded (not raised);
 the others run on. Laws are compared by what they compute (:mod:`conserve.fingerprint`:
@@ -121,7 +122,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
                          "step backend ('director', 'reduced').")
     first = assemblies[0]
     model, batch, models = _stacked_models(assemblies)
-    state = jax.tree.map(lambda *a: jnp.stack(a), *states)
+    state = jax.tree.map(lambda *a: jnp.asarray(np.stack(a)), *states)
     _check_states(model, batch, state, first)
     _warn_coarse_members(assemblies, states, dt)
     settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
@@ -140,9 +141,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
         # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
         times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))
-        diag = _per_chunk(_chunk_diagnostics, batch, model, (out.node, times))
-        done = int(np.max(n_new - n))  # what any member did: only that much leaves the device
-        chunks.append(jax.tree.map(lambda a: a[:, :done], (out, diag)) + (n_new - n,))
+        chunks.append((out, _per_chunk(_chunk_diagnostics, batch, model, (out.node, times)), n_new - n))
         failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
                          for i in np.flatnonzero(failed_now)})
         n, failed = n_new, failed | failed_now
@@ -153,7 +152,8 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     # each member's nodes: its first, then what every chunk added for it
     first = _per_member(_chunk_diagnostics, batch, model, (jax.tree.map(lambda a: a[:, None], state),
                                                            np.full((m, 1), t0)))
-    chunks = [(jax.tree.map(np.asarray, out), jax.tree.map(np.asarray, diag), done) for out, diag, done in chunks]
+    chunks = [(*jax.tree.map(lambda a: np.asarray(a)[:, :np.max(done)], (out, diag)), done)  # the steps taken
+              for out, diag, done in chunks]
     pieces = [[{**{f"node_{k}": np.asarray(getattr(state, k))[i][None] for k in NODE_FIELDS},
                 **{f"diag_{k}": np.asarray(a)[i] for k, a in first.items()}}]
               + [piece(jax.tree.map(lambda a: a[i], out), done[i], jax.tree.map(lambda a: a[i], diag))
@@ -205,7 +205,7 @@ def _state(assembly, s, i):
     if not isinstance(s, State):
         raise ModelError(f"simulate_batch: initial_states[{i}] must be a conserve State (e.g. assembly.initial_state "
                          f"with new arrays: state._replace(v=...)), got {type(s).__name__}.")
-    s = State(*(jnp.asarray(a, jnp.float64) for a in s))
+    s = State(*(np.asarray(a, np.float64) for a in s))
     for name, a, b in zip(State._fields, s, assembly.initial_state):
         if a.shape != b.shape:
             raise ModelError(f"simulate_batch: initial_states[{i}].{name} has shape {a.shape}; the system's is "
@@ -238,6 +238,8 @@ def _stacked_models(assemblies):
                 + "; members may differ only in the numbers their models hold (masses, inertias, spring "
                   "constants, geometry, initial states). Build every member's laws by the same function with the "
                   "same constants, or run members with other laws apart.")
+    if all(a is first for a in assemblies):  # one system with many initial states: nothing to compare
+        return first.model, (None,) * treedef.num_leaves, lambda i: first.model
     columns = list(zip(*(jax.tree.leaves(a.model) for a in assemblies)))
     batch = tuple(None if all(np.array_equal(c[0], x) for x in c[1:]) else 0 for c in columns)
     stacked = [c[0] if b is None else jnp.stack([jnp.asarray(x) for x in c]) for c, b in zip(columns, batch)]

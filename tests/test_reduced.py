@@ -18,7 +18,7 @@ from conserve.backends import loops
 from conserve.backends.null_space import configure, increment_rates, increments_and_inverse, null_space
 from conserve.backends.null_space import increments as tree_increments
 from conserve.backends.reduced import Reduced
-from conserve.discrete.linear import BlockTree
+from conserve.discrete.linear import BlockTree, Coloured
 
 TREE_KINDS = ["Spherical", "Revolute", "Universal", "Cylindrical", "Prismatic", "Planar", "Fixed"]
 increments = st.lists(st.floats(-0.5, 0.5), min_size=12, max_size=12).map(np.array)
@@ -133,7 +133,7 @@ def test_reduced_and_director_steps_agree(name):
     model = assembly.model
     tree, n_r = model.tree, model.n_rotors
     n_l, n_c = len(tree.loop_rows), len(tree.cut_rows)
-    if isinstance(Reduced().prepare(model, assembly.initial_state).linear, BlockTree):
+    if isinstance(Reduced().prepare(model, assembly.initial_state).linear, (BlockTree, Coloured)):
         # the structured form: tree coordinates + every multiplier + 2 per rotor
         assert reduced.stats["unknowns"] == tree.n_dof + model.n_constraints + 2 * n_r
     else:  # the dense form: + loop equations + 2 per cut row (its equation and multiplier) + 1 per rotor
@@ -182,11 +182,12 @@ def test_slider_crank_through_its_dead_centres():
     """A spatial slider-crank (1 DOF, tree 6 + loop 5) turned through a full crank revolution:
     the slider's dead centres make any fixed choice of loop coordinate singular somewhere (the
     crank angle cannot be solved from the slider travel there), so the pivoting must switch; the
-    reduced step still reproduces the director step with 6 instead of 71 unknowns."""
+    reduced step's dense form (loop coordinates; "auto" takes the structured form for loops) still
+    reproduces the director step with 6 instead of 71 unknowns."""
     assembly = problems.slider_crank(crank_speed=5.0).assemble()
     model, tree = assembly.model, assembly.model.tree
     director = cs.simulate(assembly, 1.4, 2e-3)
-    reduced = cs.simulate(assembly, 1.4, 2e-3, backend="reduced")
+    reduced = cs.simulate(assembly, 1.4, 2e-3, backend=Reduced(linear="dense"))
     assert reduced.stats["unknowns"] == tree.n_dof == 6 and len(tree.loop_rows) == 5
     assert np.max(np.abs(reduced.q - director.q)) <= 1e-8 * np.max(np.abs(director.q))
     assert np.max(np.abs(reduced.energy_balance_error)) <= 1e-10 * abs(reduced.energy.total[0])

@@ -29,9 +29,9 @@ class Director(StepBackend):
     (chains, trees: cost linear in the number of bodies) and uses a dense LU otherwise: of a
     matrix formed from coloured derivatives (:class:`~conserve.discrete.linear.Coloured`) for
     loops, of ``jax.jacfwd``'s for fewer than ``TREE_MIN_NODES`` bodies; "dense" (``jax.jacfwd``)
-    and "tree" force one ("tree" refuses a model that is not a tree). The structure is found by :meth:`prepare` (``simulate`` calls it); an
-    unprepared backend, as in ``cs.step`` on a traced model, solves densely. Both give the same
-    steps to the Newton tolerance.
+    and "tree" force one ("tree" refuses a model that is not a tree). The structure is found by
+    :meth:`prepare` (``simulate`` calls it); an unprepared backend, as in ``cs.step`` on a traced
+    model, solves densely. All give the same steps to the Newton tolerance.
 
     ``reuse`` carries the Newton matrix's factors from step to step (simplified Newton across
     steps, :func:`~conserve.discrete.newton.newton_solve`): True, False, or "auto" (default) for
