@@ -503,7 +503,8 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
         t, h = t0 + dt * np.arange(n + 1), dt
     stats = {"backend": backend.name, "steps": n, "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
-             "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1))}
+             "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1)),
+             "newton_matrix": newton_matrix(backend)}
     if n and not settings.get("saveat"):  # the multipliers a backend eliminated (the reduced backend's tree rows)
         lams = backend.recover_multipliers(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t[:-1], h)
     multipliers = np.zeros((n, len(layout.constraint_rows)))
@@ -538,6 +539,14 @@ def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
     return solution
 
 
+def newton_matrix(backend):
+    """The name of the linear algebra a prepared backend's Newton iteration uses ("dense",
+    "coloured", "tree"; :mod:`conserve.discrete.linear`), or None (a reference integrator)."""
+    while hasattr(backend, "inner"):
+        backend = backend.inner
+    return getattr(getattr(backend, "linear", None), "name", None)
+
+
 def _failure(n, t, h, newton, history, solution, settings):
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
@@ -558,6 +567,9 @@ def _failure(n, t, h, newton, history, solution, settings):
         + f"Kept {n} converged steps in err.partial_solution. Try a smaller dt, a larger "
         "Newton(max_iterations=...)"
         + (", on_failure='subdivide'" if settings["on_failure"] == "raise" else "")
+        + (f", backend=cs.Director(linear='dense') (this run's Newton matrix is '{solution.stats['newton_matrix']}', "
+           "its sparsity sampled at the start: a coupling that appears later, a force law off at t0, is missed)"
+           if solution.stats["newton_matrix"] in ("tree", "coloured") else "")
         + ", or check the model for unbounded forces.",
         partial_solution=solution, step=n, time=t, residual_history=history,
     )

@@ -122,10 +122,18 @@ def test_loop_runs_with_coloured_jacobians_agree_with_dense_ones():
     auto = cs.simulate(assembly, 0.05, 2e-3)
     assert isinstance(Director().prepare(assembly.model, assembly.initial_state).linear, Coloured)
     dense = cs.simulate(assembly, 0.05, 2e-3, backend=Director(linear="dense"))
+    assert (auto.stats["newton_matrix"], dense.stats["newton_matrix"]) == ("coloured", "dense")
     assert np.max(np.abs(auto.q - dense.q)) <= 1e-10 * np.max(np.abs(dense.q))
     for sol in (auto, dense):
         assert np.max(np.abs(sol.energy_balance_error)) <= 1e-12 * np.max(np.abs(sol.energy.kinetic))
         assert np.max(sol.constraint_residual) <= 1e-10
+
+
+def test_failure_with_a_sampled_pattern_names_the_dense_matrix():
+    """A step that fails with a structured Newton matrix (its sparsity sampled at the start) says
+    so and how to run with the plain jacfwd matrix."""
+    with pytest.raises(cs.ConvergenceError, match=r"Director\(linear='dense'\) \(this run's Newton matrix is 'coloured'"):
+        cs.simulate(problems.double_four_bar(), 0.01, 2e-3, newton=cs.Newton(max_iterations=1))
 
 
 def test_tree_option_refuses_a_loop():

@@ -111,7 +111,9 @@ def coloured(jacobians, group):
     unknowns) and widened to whole groups (a 3-block of coordinates: an entry that vanishes at
     the samples by the geometry, a coordinate along an axis, is not missed); its colours
     greedily, the columns with the most rows first (Curtis, Powell and Reid 1974; Coleman and
-    Moré 1983).
+    Moré 1983). An entry that is zero at every sample although the model couples its unknowns
+    (a force law switched off there) would be read as another's: Newton then converges slowly or
+    fails (the residual is exact, so a converged step is right), and ``linear="dense"`` serves.
 
     Parameters
     ----------
