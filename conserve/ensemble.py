@@ -4,13 +4,13 @@ An ensemble is many runs of one model structure — the same parts, joints, elem
 laws — that differ in their numbers: initial states, masses and inertias, spring and damper
 constants, rotor inertias, joint geometry, everything the assembled model holds as an array.
 Its members are stacked along a leading axis (numbers the members share are stored once) and
-the chunk of :func:`conserve.simulate` runs for all of them at once under ``jax.vmap``: one
-compilation, one call per chunk, and the small arrays of a small model become wide ones, which
-is where a CPU spends its time efficiently. A run shorter than a chunk gets a chunk fitted to
-it (``fitted_chunk``: no masked steps of every member to run past its end). Every member is
-the same discrete step as alone (energy, momentum, constraints exact per member); its Newton
-iteration runs until *every* member has converged, each member stopping its own corrections
-once converged.
+the chunk of :func:`conserve.simulate` runs for all of them at once, its step under
+``jax.vmap``: one compilation, one call per chunk, and the small arrays of a small model become
+wide ones, which is where a CPU spends its time efficiently. A run shorter than a chunk gets a
+chunk fitted to it (``fitted_chunk``: no outputs of a whole chunk per member to fill and
+diagnose). Every member is the same discrete step as alone (energy, momentum, constraints exact
+per member); its Newton iteration runs until *every* member has converged, each member stopping
+its own corrections once converged.
 
 A member whose step fails keeps its steps up to the failure, which is recorded (not raised);
 the others run on. Laws are compared by what they compute (:mod:`conserve.fingerprint`:
@@ -252,8 +252,9 @@ def _stacked_models(assemblies):
 
 def fitted_chunk(n_steps):
     """The chunk length of a run of ``n_steps``: the power of two ≥ n_steps (at least 16), so that
-    a short ensemble run does not spend its time on masked steps of every member (a compilation
-    per length, at most seven below :data:`~conserve.simulate.CHUNK`)."""
+    a short ensemble run does not allocate, fill and diagnose every member's outputs of a whole
+    :data:`~conserve.simulate.CHUNK` (10 steps of 1,000 heavy tops: 0.44 s instead of 1.5 s; a
+    compilation per length, at most seven below it)."""
     return max(16, 1 << (max(int(n_steps), 1) - 1).bit_length())
 
 

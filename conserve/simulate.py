@@ -1,7 +1,8 @@
 """simulate(system, t_end, dt, backend=...) -> Solution: the one entry point over the backends.
 
-The time loop is ``jax.lax.scan`` over one jit-compiled step, run in chunks of fixed length
-(steps past the end are masked, so any number of steps reuses one compiled chunk). Between
+The time loop is a ``jax.lax.while_loop`` over one jit-compiled step, run in chunks of at most
+``chunk`` steps (the loop stops at the run's end or a failure, so any number of steps reuses one
+compiled chunk). Between
 chunks Python checks for failure and evaluates the diagnostics of the new nodes (vectorised,
 :func:`conserve.solution.diagnostics`); a failed step stops the run and everything computed
 before it is returned inside the raised error.
@@ -31,8 +32,8 @@ from .model.parameters import bound
 from .model.system import as_assembly, check_drives_at
 from .solution import Solution, diagnostics, layout_record
 
-#: Steps per compiled chunk; steps past the end are masked, so every run length shares one
-#: compiled chunk (a masked step costs a few µs, so short runs report a higher time per step).
+#: Steps per compiled chunk (at most: its loop stops at the end of the run, so every run length
+#: shares one compiled chunk).
 CHUNK = 1024
 
 #: The State fields a Solution keeps per node (q_low, the rounding carried by the compensated
@@ -50,40 +51,65 @@ _compiled: OrderedDict = OrderedDict()
 
 
 def _chunk_fn(backend: StepBackend, length, batch=None):
-    """The compiled stretch of ``length`` steps: ``lax.scan`` over ``backend.step``; steps past
-    ``n_end`` or after a failure are skipped (masked), so every run length shares the code.
+    """The compiled stretch of up to ``length`` steps: a ``lax.while_loop`` over ``backend.step``
+    that stops at ``n_end`` or at a failure, its steps' outputs written into arrays of ``length``
+    (the rest left zero), so every run length shares the code and a short run costs only its steps.
     ``batch``: None, or per leaf of the model 0 (one value per member) or None (shared), for a
     run vmapped over members (the carry, n0 and n_end with a leading member axis;
-    :mod:`conserve.ensemble`)."""
+    :mod:`conserve.ensemble`): the step is vmapped, the loop runs while some member has steps
+    left, and a member past its end or its failure skips its step (``run_if``: computed only while
+    some member still steps). The loop itself stays outside the vmap: a while loop with a batched
+    condition would select its whole carry, the outputs of the chunk, at every step."""
     @jax.jit  # traced once: its abstract evaluation below and its use in the loop share the trace
     def evaluate(model, carry, t, h):
         with bound(model.parameters):  # the laws' Parameters read the model's values
             return backend.step(model, carry, t, h)
 
-    def run(model: Model, carry: Carry, n0, n_end, t0, h):
-        # one abstract evaluation gives what a skipped step returns and the failure record's shape
+    def start(model, carry, t0, h):  # one run's failure record before a failure: (history, iterations)
         shapes = jax.eval_shape(evaluate, model, carry, t0, h)[1]
-        record0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)._replace(converged=jnp.bool_(True))
+        return jnp.full(shapes.history.shape, jnp.nan), jnp.int32(0)
 
-        def body(loop, _):
-            carry, n, failed, failure = loop
+    def one(model, state, n_end, t0, h):  # one run's next step; state: (carry, n, failed, failure)
+        carry, n, failed, failure = state
+        if batch is None:  # the loop runs only while this run has steps left
+            active = jnp.bool_(True)
+            new, record = evaluate(model, carry, t0 + n * h, h)
+        else:  # a member past its end or its failure skips its step
             active = (n < n_end) & ~failed
-            # past the end or after a failure: nothing to compute
+            shapes = jax.eval_shape(evaluate, model, carry, t0, h)[1]
+            record0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)._replace(converged=jnp.bool_(True))
             new, record = run_if(active, lambda: evaluate(model, carry, t0 + n * h, h), (carry, record0))
-            failed_now = active & ~record.converged
-            keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
-            failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
-                                   (record.history, record.iterations), failure)
-            loop = (jax.tree.map(keep, carry, new), n + (active & record.converged), failed | failed_now, failure)
-            return loop, StepOutput(new.state, record._replace(history=None))  # kept only for a failure
+        failed_now = active & ~record.converged
+        keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
+        failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
+                               (record.history, record.iterations), failure)
+        loop = (jax.tree.map(keep, carry, new), n + (active & record.converged), failed | failed_now, failure)
+        return loop, StepOutput(new.state, record._replace(history=None))  # the history kept only for a failure
 
-        failure = (jnp.full(record0.history.shape, jnp.nan), jnp.int32(0))  # the failed step's Newton record
-        return jax.lax.scan(body, (carry, n0, jnp.bool_(False), failure), None, length=length)
+    def run(model: Model, carry: Carry, n0, n_end, t0, h):
+        step, first = one, start
+        if batch is not None:
+            axes = model_axes(model, batch)
+            step = jax.vmap(one, in_axes=(axes, 0, 0, None, None))
+            first = jax.vmap(start, in_axes=(axes, 0, None, None))
+        state = (carry, n0, jnp.zeros_like(n0, dtype=bool), first(model, carry, t0, h))
+        shapes = jax.eval_shape(step, model, state, n_end, t0, h)[1]
+        outputs = jax.tree.map(lambda a: jnp.zeros((length, *a.shape), a.dtype), shapes)
 
-    if batch is None:
-        return jax.jit(run)
-    return jax.jit(lambda model, *rest: jax.vmap(run, in_axes=(model_axes(model, batch), 0, 0, 0, None, None))(
-        model, *rest))
+        def more(loop):
+            (_, n, failed, _), k, _ = loop
+            return (k < length) & jnp.any((n < n_end) & ~failed)
+
+        def body(loop):
+            state, k, outputs = loop
+            state, output = step(model, state, n_end, t0, h)
+            return state, k + 1, jax.tree.map(lambda a, x: jax.lax.dynamic_update_index_in_dim(a, x, k, 0), outputs,
+                                              output)
+
+        state, _, outputs = jax.lax.while_loop(more, body, (state, jnp.int32(0), outputs))
+        return state, outputs if batch is None else jax.tree.map(lambda a: jnp.moveaxis(a, 0, 1), outputs)
+
+    return jax.jit(run)
 
 
 def model_axes(model, batch):
@@ -454,7 +480,9 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     while n < n_steps and not failed:
         (carry, n_new, failed, failure), out = run(model, carry, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0),
                                                     jnp.float64(dt))
-        diag = diagnostics(model, out.node, t0 + dt * np.arange(n + 1, n + 1 + settings["chunk"]))
+        taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
+        diag = diagnostics(model, jax.tree.map(lambda a: np.asarray(a)[:taken], out.node),
+                           t0 + dt * np.arange(n + 1, n + 1 + taken))
         pieces.append(piece(out, int(n_new) - n, diag))
         done, n, failed = int(n_new) - n, int(n_new), bool(failed)
         if ckpt is not None and done:
