@@ -64,10 +64,10 @@ TREES = {"chain", "forces", "crane (rope on a winch rotor)", "satellite (star)",
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_structured_jacobians_and_solve_equal_the_dense_ones(name):
     """On every model the compressed (coloured) Jacobian of the dense solver equals jacfwd's to
-    round-off at a point other than the samples its pattern came from, with at most half as many
-    derivatives as unknowns where there is no tree (the dense solver serves); on every tree model the tree solver's coloured-derivative blocks equal
-    it too and the elimination solves J x = r to round-off; loops and ill-conditioned blocks get no
-    tree (the coloured dense solver serves)."""
+    round-off at a point other than the samples its pattern came from; loops and ill-conditioned
+    blocks get no tree, and there it needs at most half as many derivatives as unknowns (so it
+    serves); on every tree model the tree solver's coloured-derivative blocks equal jacfwd's too
+    and the elimination solves J x = r to round-off."""
     assembly = MODELS[name]().assemble()
     model, state = assembly.model, assembly.initial_state
     nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
@@ -88,7 +88,6 @@ def test_structured_jacobians_and_solve_equal_the_dense_ones(name):
                                rtol=0, atol=1e-13 * scale)
     if tree is None:  # loops and the wind turbine: at most half as many derivatives as unknowns
         assert 2 * solver.n_colours <= len(x)
-    if tree is None:
         return
     blocks = jax.jit(tree.jacobian, static_argnums=0)(residual, x)
     factors = jax.jit(tree.factorise)(blocks)
