@@ -480,8 +480,9 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     while n < n_steps and not failed:
         (carry, n_new, failed, failure), out = run(model, carry, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0),
                                                     jnp.float64(dt))
+        out = jax.tree.map(np.asarray, out)
         taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
-        diag = diagnostics(model, jax.tree.map(lambda a: np.asarray(a)[:taken], out.node),
+        diag = diagnostics(model, jax.tree.map(lambda a: a[:taken], out.node),
                            t0 + dt * np.arange(n + 1, n + 1 + taken))
         pieces.append(piece(out, int(n_new) - n, diag))
         done, n, failed = int(n_new) - n, int(n_new), bool(failed)
@@ -532,7 +533,7 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
     stats = {"backend": backend.name, "steps": n, "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
              "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1)),
-             "newton_matrix": newton_matrix(backend)}
+             "newton_matrix": getattr(getattr(backend, "linear", None), "name", None)}  # "dense", "coloured", "tree"
     if n and not settings.get("saveat"):  # the multipliers a backend eliminated (the reduced backend's tree rows)
         lams = backend.recover_multipliers(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t[:-1], h)
     multipliers = np.zeros((n, len(layout.constraint_rows)))
@@ -565,14 +566,6 @@ def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
                               "(simulate(..., ode={'method': 'Radau'})).",
                               partial_solution=solution, step=n, time=t0 + n * dt)
     return solution
-
-
-def newton_matrix(backend):
-    """The name of the linear algebra a prepared backend's Newton iteration uses ("dense",
-    "coloured", "tree"; :mod:`conserve.discrete.linear`), or None (a reference integrator)."""
-    while hasattr(backend, "inner"):
-        backend = backend.inner
-    return getattr(getattr(backend, "linear", None), "name", None)
 
 
 def _failure(n, t, h, newton, history, solution, settings):

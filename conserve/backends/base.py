@@ -90,9 +90,9 @@ class StepBackend(ABC):
 
 class Wrapper(StepBackend):
     """A step backend built around another, ``inner`` (a dataclass field of the subclass): its
-    name, order, structure, carry, unknowns and recovered multipliers are the inner backend's
-    unless the wrapper says otherwise (:class:`~conserve.backends.compose.Composition`,
-    :class:`~conserve.backends.subdivide.Subdividing`)."""
+    name, order, Newton linear algebra, structure, carry, unknowns and recovered multipliers are
+    the inner backend's unless the wrapper says otherwise
+    (:class:`~conserve.backends.compose.Composition`, :class:`~conserve.backends.subdivide.Subdividing`)."""
 
     inner: StepBackend
 
@@ -103,6 +103,11 @@ class Wrapper(StepBackend):
     @property
     def order(self):
         return self.inner.order
+
+    @property
+    def linear(self):
+        """The inner backend's Newton linear algebra (None if it has no such option)."""
+        return getattr(self.inner, "linear", None)
 
     def prepare(self, model: Model, state: State) -> StepBackend:
         return replace(self, inner=self.inner.prepare(model, state))

@@ -66,8 +66,24 @@ class Dense:
         return J
 
 
+class _Structure:
+    """Equality and hash by the content of the numpy arrays a structured solver is made of
+    (``_arrays()``): the solver is part of a compiled program's key, so two backends prepared for
+    one model structure share the program."""
+
+    def __post_init__(self):
+        arrays = [np.ascontiguousarray(a) for a in self._arrays()]
+        object.__setattr__(self, "_key", b"|".join(str((a.dtype, a.shape)).encode() + a.tobytes() for a in arrays))
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self._key == other._key
+
+
 @dataclass(frozen=True, eq=False)
-class Coloured(Dense):
+class Coloured(_Structure, Dense):
     """The dense LU of :class:`Dense`, J from one directional derivative per colour (see the module
     docstring); built by :func:`coloured`. Blocks: J; factors: (lu, pivots).
 
@@ -84,15 +100,8 @@ class Coloured(Dense):
 
     name = "coloured"
 
-    def __post_init__(self):
-        key = np.ascontiguousarray(self.colour, np.int64).tobytes() + np.packbits(self.pattern).tobytes()
-        object.__setattr__(self, "_key", key + str(self.pattern.shape).encode())
-
-    def __hash__(self):
-        return hash(self._key)
-
-    def __eq__(self, other):
-        return isinstance(other, Coloured) and self._key == other._key
+    def _arrays(self):
+        return self.colour, self.pattern
 
     @property
     def n_colours(self):
@@ -135,7 +144,7 @@ def coloured(jacobians, group):
 
 
 @dataclass(frozen=True, eq=False)
-class BlockTree:
+class BlockTree(_Structure):
     """The unknowns as a forest of nodes (see the module docstring); built by :func:`block_tree`.
     Its arrays are numpy (static), for N nodes plus one empty *dummy* node N, the parent of the roots.
 
@@ -158,16 +167,8 @@ class BlockTree:
 
     name = "tree"
 
-    def __post_init__(self):
-        arrays = (self.slots, self.parent, self.levels, self.colour, [*self.slots.shape, *self.levels.shape])
-        key = b"|".join(np.ascontiguousarray(a, np.int64).tobytes() for a in arrays)
-        object.__setattr__(self, "_key", key)
-
-    def __hash__(self):
-        return hash(self._key)
-
-    def __eq__(self, other):
-        return isinstance(other, BlockTree) and self._key == other._key
+    def _arrays(self):
+        return self.slots, self.parent, self.levels, self.colour
 
     @property
     def width(self):
