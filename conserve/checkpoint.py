@@ -165,7 +165,7 @@ def read(path, system, trust_laws=False):
             _check_fingerprint(meta["fingerprint"], fingerprint(assembly), path, trust_laws)
             pieces = _verified_pieces(path, meta)
             carry = {k[6:]: run[k] for k in (*(f"carry_{f}" for f in State._fields), "carry_lam")}
-            carry.update({k[6:]: run[k] for k in run if k.startswith("carry_memory")})
+            carry.update({k[6:]: run[k] for k in run if k.startswith(("carry_memory", "carry_trend"))})
             n, settings = int(meta["n"]), dict(meta["settings"])
         except ModelError:
             raise

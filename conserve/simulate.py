@@ -449,21 +449,26 @@ def _number(name, x, who="simulate"):
 
 def _carry(carry: Carry):
     """The carry as plain arrays for a checkpoint (the multipliers under "lam", the leaves of the
-    Newton memory under "memory0", "memory1", …)."""
-    memory = {f"memory{i}": np.asarray(a) for i, a in enumerate(jax.tree.leaves(carry.memory))}
+    Newton memory under "memory0", "memory1", …, those of the trend under "trend0", …)."""
+    extra = {f"{name}{i}": np.asarray(a) for name in ("memory", "trend")
+             for i, a in enumerate(jax.tree.leaves(getattr(carry, name)))}
     return {**{k: np.asarray(a) for k, a in carry.state._asdict().items()}, "lam": np.asarray(carry.multipliers),
-            **memory}
+            **extra}
 
 
 def _restored(backend: StepBackend, assembly, stored) -> Carry:
-    """The carry of a checkpoint: state and multipliers, and the Newton memory in the structure
-    the backend's init gives (left empty if the checkpoint holds none)."""
+    """The carry of a checkpoint: state and multipliers, and the Newton memory and the trend in
+    the structure the backend's init gives (as init makes them if the checkpoint holds none)."""
     state = State(*(jnp.asarray(stored[k]) for k in State._fields))
     template = backend.init(assembly.model, state)
-    leaves, treedef = jax.tree.flatten(template.memory)
-    if all(f"memory{i}" in stored for i in range(len(leaves))):
-        leaves = [jnp.asarray(stored[f"memory{i}"], a.dtype) for i, a in enumerate(leaves)]
-    return Carry(state, jnp.asarray(stored["lam"]), jax.tree.unflatten(treedef, leaves))
+
+    def restored(name):
+        leaves, treedef = jax.tree.flatten(getattr(template, name))
+        if all(f"{name}{i}" in stored for i in range(len(leaves))):
+            leaves = [jnp.asarray(stored[f"{name}{i}"], a.dtype) for i, a in enumerate(leaves)]
+        return jax.tree.unflatten(treedef, leaves)
+
+    return Carry(state, jnp.asarray(stored["lam"]), restored("memory"), restored("trend"))
 
 
 def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt, progress) -> Solution:

@@ -66,3 +66,33 @@ def test_no_energy_drift_from_accepted_chords():
     (accepted at the tolerance it drifted 1.1e-11 over these 20 s; measured now 2.9e-14)."""
     sol = cs.simulate(TOP.system(), t_end=20.0, dt=5e-4)
     assert relative_drift(sol.energy.total) <= 1e-13
+
+
+def test_newton_guess_from_the_trend_is_second_order():
+    """Newton's initial guess extrapolated from the last two steps (director.Trend) misses the
+    step's Δq by O(h³), the first-order predictor (h v_n, directors turned by cay(h ω_n)) by
+    O(h²); either way the step converges to the same solution (the guess moves only Newton's path)."""
+    import jax
+
+    from conserve.backends.director import Director, initial_guess
+
+    assembly = TOP.system().assemble()
+    model, backend = assembly.model, Director()
+    advance = jax.jit(backend.step)
+
+    def misses(h):
+        carry = backend.init(model, assembly.initial_state)
+        for k in range(3):
+            carry, _ = advance(model, carry, k * h, h)
+        state, lam = carry.state, carry.multipliers
+        new, _ = advance(model, carry, 3 * h, h)
+        bare, _ = advance(model, carry._replace(trend=None), 3 * h, h)
+        np.testing.assert_allclose(new.state.q, bare.state.q, rtol=0, atol=1e-13)
+        dq = new.state.q - state.q
+        nq = dq.shape[0]
+        return [np.max(np.abs(initial_guess(model, state, lam, h, trend)[:nq] - dq)) for trend in (carry.trend, None)]
+
+    (t1, b1), (t2, b2) = misses(2e-3), misses(1e-3)
+    assert np.log2(t1 / t2) >= 2.7  # third order in h
+    assert np.log2(b1 / b2) <= 2.3  # second order
+    assert t2 <= 0.1 * b2

@@ -11,7 +11,7 @@ import pytest
 
 import conserve as cs
 from conserve import problems
-from conserve.backends.director import Director, _initial_guess, _nodes, _residual, sampled_jacobians
+from conserve.backends.director import Director, _nodes, initial_guess, _residual, sampled_jacobians
 from conserve.discrete.linear import Coloured, block_tree, coloured
 from conserve.problems import _bar
 
@@ -76,7 +76,7 @@ def test_structured_jacobians_and_solve_equal_the_dense_ones(name):
     assert (tree is not None) == (name in TREES)
     h = 2e-3
     rng = np.random.default_rng(1)
-    x = _initial_guess(model, state, jnp.zeros(nc), h) + 1e-4 * rng.standard_normal(nq + nc + 2 * nr)
+    x = initial_guess(model, state, jnp.zeros(nc), h) + 1e-4 * rng.standard_normal(nq + nc + 2 * nr)
 
     def residual(x):
         return _residual(model, state, jnp.float64(0.1), h, x, nq, nc, nr)

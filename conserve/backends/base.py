@@ -35,13 +35,16 @@ from ..model.assembled import Model, State
 
 class Carry(NamedTuple):
     """What a step carries to the next: the ``state`` at t_n, the scaled ``multipliers``
-    λ̃ = (h²/2) λ (n_c,) of the last step (Newton's initial guess; zeros at the start) and, for a
-    backend that reuses Newton matrices across steps, its ``memory``
-    (:class:`~conserve.discrete.newton.NewtonMemory`; None for one that does not)."""
+    λ̃ = (h²/2) λ (n_c,) of the last step (Newton's initial guess; zeros at the start), for a
+    backend that reuses Newton matrices across steps its ``memory``
+    (:class:`~conserve.discrete.newton.NewtonMemory`; None for one that does not) and, for one
+    that extrapolates its initial guess from the last steps, their ``trend``
+    (:class:`~conserve.backends.director.Trend`; None: the first-order predictor)."""
 
     state: State
     multipliers: jax.Array
     memory: object = None
+    trend: object = None
 
 
 class StepOutput(NamedTuple):

@@ -318,7 +318,7 @@ def step_structured(model: Model, state: State, lam, t, h, newton, inner, memory
 
     # predictor: the director's Δq (a free spin turned by cay(hω)) mapped to minimal increments by
     # the last step's F_u⁻¹ (to O(h²) as good as this step's, and free; without factors yet u = 0)
-    xd0 = director._initial_guess(model, state, lam, h)
+    xd0 = director.initial_guess(model, state, lam, h)
     inverse = (increments_and_inverse(tree, Q0, jnp.zeros(nd, xd0.dtype))[1] if memory is None
                else memory.factors[1])
     u0 = increment_rates(tree, inverse, xd0[:nq])

@@ -51,28 +51,48 @@ class StepRecord(NamedTuple):
     multipliers: jax.Array
 
 
-def predictor(model: Model, state: State, h):
-    """Initial guess for Δq: h v_n, with each rigid body's directors turned by cay(h ω_n).
+def predictor(model: Model, state: State, h, velocity=None, turn=None):
+    """Initial guess for Δq: h v_n, with each rigid body's directors turned by cay(h ω_n); or, given
+    ``velocity`` (n_q,) and ``turn`` (n_b, 3) (rates extrapolated to the step's midpoint, see
+    :class:`conserve.backends.director.Trend`), h·velocity with the directors turned by cay(h·turn).
 
     The midpoint rule turns a free spin by exactly cay(hω) per step, so this predictor stays
     good for fast spin (ωh ≳ 1) where h v_n sends Newton astray (it diverges at ωh ≥ 5). ω_n is
     taken from the body's spin momentum L = Σ_ij E_ij d_i × d_j' as ω = R J⁻¹ Rᵀ L (the node
     velocities of the midpoint DAE are not exactly tangent, L is the conserved quantity).
     """
-    dQ = h * state.v.reshape(-1, 3)
+    dQ = h * (state.v if velocity is None else velocity).reshape(-1, 3)
     if model.rigid_frames.shape[0]:
-        Q, V = state.q.reshape(-1, 3), state.v.reshape(-1, 3)
         idx = model.rigid_frames[:, 1:]
-        d, d_rate = Q[idx], V[idx]  # (n, 3, 3), d_i in rows
-        E = model.mu[idx[:, :, None], idx[:, None, :]]  # Euler tensors (n, 3, 3)
-        J = jnp.trace(E, axis1=1, axis2=2)[:, None, None] * jnp.eye(3) - E
-        pairs = jnp.cross(d[:, :, None, :], d_rate[:, None, :, :])  # d_i × d_j', (n, 3, 3, 3)
-        L = contract("nij,nijk->nk", E, pairs)
-        omega_body = solve3(J, contract("nij,nj->ni", d, L))
-        omega = contract("nij,ni->nj", d, omega_body)
+        d = state.q.reshape(-1, 3)[idx]  # (n, 3, 3), d_i in rows
+        omega = spin_rates(model, state) if turn is None else turn
         d_new = contract("nij,nkj->nki", cayley(h * omega), d)
         dQ = dQ.at[idx].set(d_new - d)
     return dQ.ravel()
+
+
+def spin_rates(model: Model, state: State):
+    """(n_b, 3) each rigid body's angular velocity ω_n in rad/s from its spin momentum
+    L = Σ_ij E_ij d_i × d_j' as ω = R J⁻¹ Rᵀ L (E_ij the Euler tensor)."""
+    Q, V = state.q.reshape(-1, 3), state.v.reshape(-1, 3)
+    idx = model.rigid_frames[:, 1:]
+    d, d_rate = Q[idx], V[idx]  # (n, 3, 3), d_i in rows
+    E = model.mu[idx[:, :, None], idx[:, None, :]]  # Euler tensors (n, 3, 3)
+    J = jnp.trace(E, axis1=1, axis2=2)[:, None, None] * jnp.eye(3) - E
+    pairs = jnp.cross(d[:, :, None, :], d_rate[:, None, :, :])  # d_i × d_j', (n, 3, 3, 3)
+    L = contract("nij,nijk->nk", E, pairs)
+    return contract("nij,ni->nj", d, solve3(J, contract("nij,nj->ni", d, L)))
+
+
+def turn_rates(model: Model, q, dq, h):
+    """(n_b, 3) each rigid body's turn rate over a step, rad/s: the ω with Δd_i = h ω × d̄_i
+    (d̄_i = d_i + Δd_i/2; cay(hω) turns d_i into d_i + Δd_i), in least squares over i = 1…3:
+    Σ_i ((d̄_i·d̄_i) I − d̄_i d̄_iᵀ) ω = Σ_i d̄_i × Δd_i / h. A free spin's step gives back its ω."""
+    idx = model.rigid_frames[:, 1:]
+    d, dd = q.reshape(-1, 3)[idx], dq.reshape(-1, 3)[idx]
+    mid = d + 0.5 * dd
+    A = jnp.sum(mid * mid, axis=(1, 2))[:, None, None] * jnp.eye(3) - contract("nia,nib->nab", mid, mid)
+    return solve3(A, jnp.sum(jnp.cross(mid, dd), axis=1)) / h
 
 
 def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta):
