@@ -577,7 +577,11 @@ def _failure(n, t, h, newton, history, solution, settings):
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
     tail = history[-4:]
-    if finite and np.min(history) <= 1e-12 * max(history[0], 1.0):
+    at_roundoff = history <= 1e-12 * max(history[0], 1.0)
+    if finite and at_roundoff[-1] and not np.any(at_roundoff[:-1]):
+        what += (": the residual reached round-off at the last iteration, too late to confirm the step's "
+                 "error below round-off (one or two more iterations would have)")
+    elif finite and np.any(at_roundoff):
         what += (" although the residual reached round-off: the Newton matrix is (nearly) singular, e.g. a "
                  "kinematic singularity (a mechanism at a change point, aligned axes) or constraints that "
                  "became dependent")

@@ -195,11 +195,7 @@ class Trend(NamedTuple):
         """The trend of a state with no steps behind it: constant rates at their values at t_n
         (velocities v_n, spins ω_n, zero multipliers and spin momentum change, the rotors'
         relative rates), so the first guess is the first-order predictor."""
-        nr = state.p.shape[0]
-        rates = jnp.concatenate([state.v, jnp.zeros(model.n_constraints + nr, state.q.dtype),
-                                 model.rotor_relative_rates(state.q, state.v, state.p)])
-        turns = spin_rates(model, state) if model.rigid_frames.shape[0] else jnp.zeros((0, 3), state.q.dtype)
-        return Trend(jnp.stack([rates, rates]), jnp.stack([turns, turns]), jnp.ones(2, state.q.dtype))
+        return _trend_start(model, state)
 
     def then(self, model: Model, q, x, h) -> Trend:
         """The trend after a step from q (n_q,) with unknowns x and step h."""
@@ -208,6 +204,15 @@ class Trend(NamedTuple):
         turns = turn_rates(model, q, x[:nq], h) if model.rigid_frames.shape[0] else self.turns[0]
         return Trend(jnp.stack([rates, self.rates[0]]), jnp.stack([turns, self.turns[0]]),
                      jnp.stack([h, self.steps[0]]))
+
+
+@jit_quick(mode="once")
+def _trend_start(model: Model, state: State) -> Trend:
+    nr = state.p.shape[0]
+    rates = jnp.concatenate([state.v, jnp.zeros(model.n_constraints + nr, state.q.dtype),
+                             model.rotor_relative_rates(state.q, state.v, state.p)])
+    turns = spin_rates(model, state) if model.rigid_frames.shape[0] else jnp.zeros((0, 3), state.q.dtype)
+    return Trend(jnp.stack([rates, rates]), jnp.stack([turns, turns]), jnp.ones(2, state.q.dtype))
 
 
 def _sizes(h, nq, nc, nr):
@@ -226,12 +231,13 @@ def initial_guess(model, state, lam, h, trend=None):
     With a trend: the rates linearly extrapolated to this step's midpoint from the last two steps'
     midpoints (any step sizes, negative ones too, as in a composition), the directors turned by
     cay(h ω) with ω so extrapolated: an error O(h³) (~1e-5 on that top), after which Newton's
-    chords converge with the first Jacobian (the top: 31 → 21 µs per step). Two exceptions: a
-    body that turns more than a radian per step (h|ω_n| > 1) keeps cay(h ω_n) — its motion is not
-    resolved in time, and a fast tumble's ω changes too much from step to step to extrapolate —;
-    and the multipliers are guessed as those of the step before the last, since the index-3
-    midpoint rule's multipliers alternate from step to step by more than they change over two
-    (the parasitic mode of its node velocities).
+    chords converge with the first Jacobian (the top: 31 → 21 µs per step). A body that turns
+    more than a radian per step (h|ω_n| > 1) keeps cay(h ω_n): its motion is not resolved in time,
+    and a fast tumble's ω changes too much from step to step to extrapolate. The multipliers
+    alternate from step to step (the index-3 midpoint rule's parasitic mode, that of its node
+    velocities) by more than they change over two steps: they are guessed as those of the step
+    before the last (a linear extrapolation of each parity, λ̃_{n−2} + λ̃_{n−1} − λ̃_{n−3}, is closer
+    on smooth runs but made Newton diverge after a few coarse steps).
 
     The guess moves only Newton's path: every step is solved to the same tolerance."""
     nq, nc, nr = state.q.shape[0], lam.shape[0], state.p.shape[0]
