@@ -62,10 +62,10 @@ class Director(StepBackend):
         return replace(self, linear=linear_solver(self, model, state))
 
     def init(self, model: Model, state: State) -> Carry:
-        """The carry at t0: the state, zero multipliers, the :class:`Trend` of a start from rest
-        of the rates and, when factors are reused, a Newton memory without any."""
+        """The carry at t0: the state, zero multipliers, the :class:`Trend` of the rates at t0
+        held constant and, when factors are reused, a Newton memory without any."""
         lam = jnp.zeros(model.n_constraints, state.q.dtype)
-        trend = Trend.start(model, state)
+        trend = _trend_start(model, state)
         if not (self.reuse is True or (self.reuse == "auto" and isinstance(self.linear, BlockTree))):
             return Carry(state, lam, None, trend)
         nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
@@ -183,41 +183,50 @@ def weights(state, x):
 class Trend(NamedTuple):
     """The last two steps, newest first, from which the next step's initial guess is extrapolated
     (:func:`initial_guess`): each step's unknowns as rates at its midpoint, ``rates`` (2, n) —
-    Δq/h, λ̃/h² (= λ/2), Δp̃/h², Δθ/h —, each rigid body's turn rate ``turns`` (2, n_b, 3) in rad/s
-    (:func:`~conserve.discrete.scheme.turn_rates`) and the ``steps`` (2,) h in s."""
+    Δq/h, λ̃/h² (= λ/2), Δp̃/h², Δθ/h —, each rigid body's turn rate ``turns`` (2, n_b, 3) in
+    rad/s (:func:`~conserve.discrete.scheme.turn_rates`) and the ``steps`` (2,) h in s."""
 
     rates: jax.Array
     turns: jax.Array
     steps: jax.Array
 
     @staticmethod
-    def start(model: Model, state: State) -> Trend:
-        """The trend of a state with no steps behind it: constant rates at their values at t_n
-        (velocities v_n, spins ω_n, zero multipliers and spin momentum change, the rotors'
-        relative rates), so the first guess is the first-order predictor."""
-        return _trend_start(model, state)
+    def constant(rates, turns) -> Trend:
+        """The trend of a state with no steps behind it: these rates (n,) and turns (n_b, 3) at
+        t_n held constant, so the first guess is the first-order predictor."""
+        return Trend(jnp.stack([rates, rates]), jnp.stack([turns, turns]), jnp.ones(2, rates.dtype))
 
-    def then(self, model: Model, q, x, h) -> Trend:
-        """The trend after a step from q (n_q,) with unknowns x and step h."""
-        nq, nr = q.shape[0], model.n_rotors
-        rates = x / _sizes(h, nq, model.n_constraints, nr)
-        turns = turn_rates(model, q, x[:nq], h) if model.rigid_frames.shape[0] else self.turns[0]
+    def then(self, rates, turns, h) -> Trend:
+        """The trend after a step h whose unknowns had these rates and turns."""
         return Trend(jnp.stack([rates, self.rates[0]]), jnp.stack([turns, self.turns[0]]),
                      jnp.stack([h, self.steps[0]]))
 
-
-@jit_quick(mode="once")
-def _trend_start(model: Model, state: State) -> Trend:
-    nr = state.p.shape[0]
-    rates = jnp.concatenate([state.v, jnp.zeros(model.n_constraints + nr, state.q.dtype),
-                             model.rotor_relative_rates(state.q, state.v, state.p)])
-    turns = spin_rates(model, state) if model.rigid_frames.shape[0] else jnp.zeros((0, 3), state.q.dtype)
-    return Trend(jnp.stack([rates, rates]), jnp.stack([turns, turns]), jnp.ones(2, state.q.dtype))
+    def extrapolated(self, h, multipliers: slice):
+        """(rates (n,), turns (n_b, 3)) extrapolated linearly to the midpoint of a step h from the
+        last two steps' midpoints, at −h1/2 and −h1 − h2/2 from t_n (any step sizes, negative
+        ones too, as in a composition); the ``multipliers`` rates are those of the step before
+        the last (see :func:`initial_guess`)."""
+        (r1, r2), (w1, w2), (h1, h2) = self
+        span = 0.5 * (h1 + h2)
+        slope = jnp.where(span != 0, 0.5 * (h + h1) / jnp.where(span != 0, span, 1.0), 0.0)
+        rates = (r1 + slope * (r1 - r2)).at[multipliers].set(r2[multipliers])
+        return rates, w1 + slope * (w1 - w2)
 
 
 def _sizes(h, nq, nc, nr):
     """(n,) how each unknown scales with the step: Δq and Δθ like h, λ̃ and Δp̃ like h²."""
     return jnp.concatenate([jnp.full(nq, h), jnp.full(nc, h * h), jnp.full(nr, h * h), jnp.full(nr, h)])
+
+
+@jit_quick(mode="once")
+def _trend_start(model: Model, state: State) -> Trend:
+    """The :class:`Trend` at t0: velocities v_n, spins ω_n, zero multipliers and spin momentum
+    changes, the rotors' relative rates."""
+    nr = state.p.shape[0]
+    rates = jnp.concatenate([state.v, jnp.zeros(model.n_constraints + nr, state.q.dtype),
+                             model.rotor_relative_rates(state.q, state.v, state.p)])
+    turns = spin_rates(model, state) if model.rigid_frames.shape[0] else jnp.zeros((0, 3), state.q.dtype)
+    return Trend.constant(rates, turns)
 
 
 def initial_guess(model, state, lam, h, trend=None):
@@ -229,27 +238,22 @@ def initial_guess(model, state, lam, h, trend=None):
     the directors), and most steps then need a second Jacobian.
 
     With a trend: the rates linearly extrapolated to this step's midpoint from the last two steps'
-    midpoints (any step sizes, negative ones too, as in a composition), the directors turned by
-    cay(h ω) with ω so extrapolated: an error O(h³) (~1e-5 on that top), after which Newton's
-    chords converge with the first Jacobian (the top: 31 → 21 µs per step). A body that turns
-    more than a radian per step (h|ω_n| > 1) keeps cay(h ω_n): its motion is not resolved in time,
-    and a fast tumble's ω changes too much from step to step to extrapolate. The multipliers
-    alternate from step to step (the index-3 midpoint rule's parasitic mode, that of its node
-    velocities) by more than they change over two steps: they are guessed as those of the step
-    before the last (a linear extrapolation of each parity, λ̃_{n−2} + λ̃_{n−1} − λ̃_{n−3}, is closer
-    on smooth runs but made Newton diverge after a few coarse steps).
+    midpoints (:meth:`Trend.extrapolated`), the directors turned by cay(h ω) with ω so
+    extrapolated: an error O(h³) (~1e-5 on that top), after which Newton's chords converge with
+    the first Jacobian (the top: 31 → 21 µs per step). A body that turns more than a radian per
+    step (h|ω_n| > 1) keeps cay(h ω_n): its motion is not resolved in time, and a fast
+    tumble's ω changes too much from step to step to extrapolate. The multipliers alternate from
+    step to step (the index-3 midpoint rule's parasitic mode, that of its node velocities) by more
+    than they change over two steps: they are guessed as those of the step before the last (a
+    linear extrapolation of each parity, λ̃_{n−2} + λ̃_{n−1} − λ̃_{n−3}, is closer on smooth runs
+    but made Newton diverge after a few coarse steps).
 
     The guess moves only Newton's path: every step is solved to the same tolerance."""
     nq, nc, nr = state.q.shape[0], lam.shape[0], state.p.shape[0]
     if trend is None:
         rates = model.rotor_relative_rates(state.q, state.v, state.p)
         return jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(nr), h * rates])
-    (r1, r2), (w1, w2), (h1, h2) = trend
-    # the midpoints of the last two steps lie at −h1/2 and −h1 − h2/2 from t_n, this one's at h/2
-    span = 0.5 * (h1 + h2)
-    slope = jnp.where(span != 0, 0.5 * (h + h1) / jnp.where(span != 0, span, 1.0), 0.0)
-    rates = (r1 + slope * (r1 - r2)).at[nq:nq + nc].set(r2[nq:nq + nc])
-    turns = w1 + slope * (w1 - w2)
+    rates, turns = trend.extrapolated(h, slice(nq, nq + nc))
     if model.rigid_frames.shape[0]:  # a body that turns more than a radian per step: its spin now
         omega = spin_rates(model, state)
         turns = jnp.where(jnp.abs(h) * jnp.linalg.norm(omega, axis=1, keepdims=True) <= 1.0, turns, omega)
@@ -293,5 +297,7 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense(), memory=N
     x, iterations, converged, history, memory = newton_solve(residual, x0, newton, partial(weights, state), size,
                                                              linear, memory)
     dq, lam1, dp, dtheta = split(x)
-    trend = None if trend is None else trend.then(model, q0, x, h)
+    if trend is not None:
+        turns = turn_rates(model, q0, dq, h) if model.rigid_frames.shape[0] else trend.turns[0]
+        trend = trend.then(x / _sizes(h, nq, nc, nr), turns, h)
     return (*advance(model, state, t, h, dq, dp, dtheta, lam1, (iterations, converged, history)), memory, trend)
