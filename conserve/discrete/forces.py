@@ -55,18 +55,26 @@ def constraint_force(model: Model, q0, q1, theta0, theta1, s0, s1, lam):
 
 def coordinate_increments(model: Model, q0, q1):
     """Exact increments Δs (n_s,) of the joint coordinates over a step."""
-    Q0, Q1 = model.blocks(q0), model.blocks(q1)
-    ds = [jax.vmap(k.geometry.increment)(k.geometry.invariants(p, Q0), k.geometry.invariants(p, Q1))[0]
-          for k, p, _ in model.coordinate_groups()]
+    ds = [d for d, _ in increment_groups(model, q0, q1)]
     return jnp.concatenate(ds) if ds else jnp.zeros((0,), q0.dtype)
 
 
-def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None):
+def increment_groups(model: Model, q0, q1):
+    """Per group of ``model.coordinate_groups()``: the exact increments Δs (n,) of its joint
+    coordinates over a step and their derivatives ∂̄s/∂π (n, k) by the invariants π
+    (:func:`discrete_forces` needs both; the step's equations share one evaluation)."""
+    Q0, Q1 = model.blocks(q0), model.blocks(q1)
+    return [jax.vmap(k.geometry.increment)(k.geometry.invariants(p, Q0), k.geometry.invariants(p, Q1))
+            for k, p, _ in model.coordinate_groups()]
+
+
+def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None, increments=None):
     """All non-constraint discrete forces of the step t -> t + h.
 
     ``coordinate_load`` (n_s,), optional: generalized forces w along the joint coordinates
     (N m or N) added to the springs', dampers' and motors' (constraint forces of coordinate
-    relations); it does no work of its own accounting.
+    relations); it does no work of its own accounting. ``increments``, optional: the step's
+    :func:`increment_groups`, if already evaluated.
 
     Returns
     -------
@@ -90,8 +98,8 @@ def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None):
         cotangents.append(jax.vmap(dg)(p, k.invariants(p, Q0), k.invariants(p, Q1)))
     # joint coordinates: w ∇̄s with ∇̄s = ∇π(q_m)ᵀ ∂̄s/∂π
     s1, work, dissipation = [], [], []
-    for k, p, sl in model.coordinate_groups():
-        ds, dsdpi = jax.vmap(k.geometry.increment)(k.geometry.invariants(p, Q0), k.geometry.invariants(p, Q1))
+    increments = increment_groups(model, q0, q1) if increments is None else increments
+    for (k, p, sl), (ds, dsdpi) in zip(model.coordinate_groups(), increments):
         s_mid = s0[sl] + 0.5 * ds
         rate = ds / h
         w = p["stiffness"] * (s_mid - p["rest"]) + p["damping"] * rate

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from ..kinematics.rotations import cayley, solve3
 from ..kinematics.tensor import contract
 from ..model.assembled import Model, State
-from .forces import constraint_force, coordinate_increments, discrete_forces
+from .forces import constraint_force, discrete_forces, increment_groups
 from .rotors import rotor_step
 
 
@@ -107,9 +107,10 @@ def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta):
     v1 = 2.0 * dq / h - v0
     coupled = model.couples_coordinates
     # coordinate relations act through ∇̄s and are enforced on s_{n+1} = s_n + Δs(q_n, q_{n+1})
-    s1 = state.s + coordinate_increments(model, q0, q1) if coupled else state.s
+    increments = increment_groups(model, q0, q1) if coupled else None
+    s1 = state.s + jnp.concatenate([ds for ds, _ in increments]) if coupled else state.s
     gq, gtheta, gs = constraint_force(model, q0, q1, state.theta, theta1, state.s, s1, lam)
-    f = discrete_forces(model, t, h, state, q1, (2.0 / h**2) * gs if coupled else None)[0]
+    f = discrete_forces(model, t, h, state, q1, (2.0 / h**2) * gs if coupled else None, increments)[0]
     r1 = 0.5 * h * (model.mass_times(v1 - v0) + h * f) + gq
     r2 = model.constraints(q1, theta1, s1, t + h)  # a prescribed motion at t_{n+1}
     if not model.n_rotors:  # no hybrid rotors: the plain director step
