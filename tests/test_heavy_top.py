@@ -1,10 +1,12 @@
 """P1 heavy top in steady precession: conservation over 10⁴ steps and second-order convergence."""
 
+import jax
 import numpy as np
 import pytest
 from conftest import fitted_order, relative_drift
 
 import conserve as cs
+from conserve.backends.director import Director, initial_guess
 from conserve.problems import HeavyTop
 
 TOP = HeavyTop()
@@ -72,10 +74,6 @@ def test_newton_guess_from_the_trend_is_second_order():
     """Newton's initial guess extrapolated from the last two steps (director.Trend) misses the
     step's Δq by O(h³), the first-order predictor (h v_n, directors turned by cay(h ω_n)) by
     O(h²); either way the step converges to the same solution (the guess moves only Newton's path)."""
-    import jax
-
-    from conserve.backends.director import Director, initial_guess
-
     assembly = TOP.system().assemble()
     model, backend = assembly.model, Director()
     advance = jax.jit(backend.step)

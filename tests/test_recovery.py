@@ -29,6 +29,17 @@ def test_a_failed_step_is_retried_as_conserving_substeps(top):
     np.testing.assert_array_equal(cs.simulate(top, 0.1, 1e-3, on_failure="subdivide").q, cs.simulate(top, 0.1, 1e-3).q)
 
 
+def test_a_solve_that_reaches_round_off_only_at_its_last_iteration_is_not_called_singular(top):
+    """With 3 iterations the sub-steps' residual reaches round-off only at the last one, too late for
+    the chord that would confirm it: the error says so, not that the matrix is singular."""
+    with pytest.raises(cs.ConvergenceError) as err:
+        cs.simulate(top, 0.2, 0.05, newton=cs.Newton(max_iterations=3), on_failure="subdivide")
+    history = err.value.residual_history
+    roundoff = 1e-12 * max(history[0], 1.0)  # residuals are scaled to O(1) terms
+    assert history[-1] <= roundoff and np.all(history[:-1] > roundoff)
+    assert "at the last iteration" in str(err.value) and "singular" not in str(err.value)
+
+
 def test_a_step_that_fails_even_subdivided_raises_with_the_partial_solution(top):
     with pytest.raises(cs.ConvergenceError, match="sub-steps") as err:
         cs.simulate(top, 0.2, 0.05, newton=cs.Newton(max_iterations=2), on_failure="subdivide", max_subdivisions=1)
