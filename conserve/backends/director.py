@@ -218,24 +218,31 @@ def _sizes(h, nq, nc, nr):
     return jnp.concatenate([jnp.full(nq, h), jnp.full(nc, h * h), jnp.full(nr, h * h), jnp.full(nr, h)])
 
 
-@jit_quick(mode="once")
-def _trend_start(model: Model, state: State) -> Trend:
-    """The :class:`Trend` at t0: velocities v_n, spins ω_n, zero multipliers and spin momentum
-    changes, the rotors' relative rates."""
+def _constant_trend(model: Model, state: State, lam, h) -> Trend:
+    """The :class:`Trend` of a state with no steps behind it: its rates held constant —
+    velocities v_n, spins ω_n, the multipliers ``lam`` of a step h, no spin momentum change, the
+    rotors' relative rates —, from which the first-order predictor is extrapolated."""
     nr = state.p.shape[0]
-    rates = jnp.concatenate([state.v, jnp.zeros(model.n_constraints + nr, state.q.dtype),
+    rates = jnp.concatenate([state.v, lam / (h * h), jnp.zeros(nr, state.q.dtype),
                              model.rotor_relative_rates(state.q, state.v, state.p)])
     turns = spin_rates(model, state) if model.rigid_frames.shape[0] else jnp.zeros((0, 3), state.q.dtype)
     return Trend.constant(rates, turns)
 
 
+@jit_quick(mode="once")
+def _trend_start(model: Model, state: State) -> Trend:
+    """The :class:`Trend` at t0 (zero multipliers)."""
+    return _constant_trend(model, state, jnp.zeros(model.n_constraints, state.q.dtype), 1.0)
+
+
 def initial_guess(model, state, lam, h, trend=None):
     """Newton's initial guess x0 = (Δq, λ̃, Δp̃, Δθ) for a step h from ``state``.
 
-    Without a :class:`Trend`: the first-order predictor (:func:`~conserve.discrete.scheme.predictor`,
-    h v_n with the directors turned by cay(h ω_n)), the last step's multipliers ``lam`` and the
-    rotors' spin at their relative rates. Its error is O(h²) (a heavy top at Δt = 1e-3: ~5e-4 in
-    the directors), and most steps then need a second Jacobian.
+    Without a :class:`Trend` (that of constant rates): the first-order predictor
+    (:func:`~conserve.discrete.scheme.predictor`, h v_n with the directors turned by cay(h ω_n)),
+    the last step's multipliers ``lam`` and the rotors' spin at their relative rates. Its error is
+    O(h²) (a heavy top at Δt = 1e-3: ~5e-4 in the directors), and most steps then need a second
+    Jacobian.
 
     With a trend: the rates linearly extrapolated to this step's midpoint from the last two steps'
     midpoints (:meth:`Trend.extrapolated`), the directors turned by cay(h ω) with ω so
@@ -250,9 +257,7 @@ def initial_guess(model, state, lam, h, trend=None):
 
     The guess moves only Newton's path: every step is solved to the same tolerance."""
     nq, nc, nr = state.q.shape[0], lam.shape[0], state.p.shape[0]
-    if trend is None:
-        rates = model.rotor_relative_rates(state.q, state.v, state.p)
-        return jnp.concatenate([predictor(model, state, h), lam, jnp.zeros(nr), h * rates])
+    trend = _constant_trend(model, state, lam, h) if trend is None else trend
     rates, turns = trend.extrapolated(h, slice(nq, nq + nc))
     if model.rigid_frames.shape[0]:  # a body that turns more than a radian per step: its spin now
         omega = spin_rates(model, state)

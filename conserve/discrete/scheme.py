@@ -51,29 +51,27 @@ class StepRecord(NamedTuple):
     multipliers: jax.Array
 
 
-def predictor(model: Model, state: State, h, velocity=None, turn=None):
-    """Initial guess for Δq: h v_n, with each rigid body's directors turned by cay(h ω_n); or, given
-    ``velocity`` (n_q,) and ``turn`` (n_b, 3) (rates extrapolated to the step's midpoint, see
-    :class:`conserve.backends.director.Trend`), h·velocity with the directors turned by cay(h·turn).
+def predictor(model: Model, state: State, h, velocity, turn):
+    """Initial guess for Δq: h·velocity (n_q,), with each rigid body's directors turned by
+    cay(h·turn) (turn (n_b, 3) in rad/s). With v_n and the spins ω_n (:func:`spin_rates`) it is the
+    first-order predictor; with rates extrapolated to the step's midpoint the second-order one
+    (:class:`conserve.backends.director.Trend`).
 
     The midpoint rule turns a free spin by exactly cay(hω) per step, so this predictor stays
-    good for fast spin (ωh ≳ 1) where h v_n sends Newton astray (it diverges at ωh ≥ 5). ω_n is
-    taken from the body's spin momentum L = Σ_ij E_ij d_i × d_j' as ω = R J⁻¹ Rᵀ L (the node
-    velocities of the midpoint DAE are not exactly tangent, L is the conserved quantity).
+    good for fast spin (ωh ≳ 1) where h v_n sends Newton astray (it diverges at ωh ≥ 5).
     """
-    dQ = h * (state.v if velocity is None else velocity).reshape(-1, 3)
+    dQ = h * velocity.reshape(-1, 3)
     if model.rigid_frames.shape[0]:
         idx = model.rigid_frames[:, 1:]
         d = state.q.reshape(-1, 3)[idx]  # (n, 3, 3), d_i in rows
-        omega = spin_rates(model, state) if turn is None else turn
-        d_new = contract("nij,nkj->nki", cayley(h * omega), d)
-        dQ = dQ.at[idx].set(d_new - d)
+        dQ = dQ.at[idx].set(contract("nij,nkj->nki", cayley(h * turn), d) - d)
     return dQ.ravel()
 
 
 def spin_rates(model: Model, state: State):
     """(n_b, 3) each rigid body's angular velocity ω_n in rad/s from its spin momentum
-    L = Σ_ij E_ij d_i × d_j' as ω = R J⁻¹ Rᵀ L (E_ij the Euler tensor)."""
+    L = Σ_ij E_ij d_i × d_j' as ω = R J⁻¹ Rᵀ L (E_ij the Euler tensor; the node velocities of the
+    midpoint DAE are not exactly tangent, L is the conserved quantity)."""
     Q, V = state.q.reshape(-1, 3), state.v.reshape(-1, 3)
     idx = model.rigid_frames[:, 1:]
     d, d_rate = Q[idx], V[idx]  # (n, 3, 3), d_i in rows
