@@ -35,13 +35,16 @@ class Director(StepBackend):
     model, solves densely. All give the same steps to the Newton tolerance.
 
     ``reuse`` carries the Newton matrix's factors from step to step (simplified Newton across
-    steps, :func:`~conserve.discrete.newton.newton_solve`): True, False, or "auto" (default) for
-    the tree solver only, where forming and eliminating the matrix dominates a step (a 32-link
-    chain: 1.4 → 0.73 ms per step); with a dense matrix of a few dozen unknowns it saves little.
-    Chords with reused factors are accepted only when their error estimate is below round-off
-    (:data:`~conserve.discrete.newton.CHORD_ERROR`); what they leave still has one sign, a
-    relative energy drift of ~3e-18 per step (a 4-link chain over 4·10⁴ steps: 1.2e-13; 1.5e-15
-    without reuse). For runs of many millions of steps, ``reuse=False``.
+    steps, :func:`~conserve.discrete.newton.newton_solve`): False (default), True, or "auto" for
+    the tree solver only, where forming and eliminating the matrix dominates a step. It is off by
+    default because a chord with reused factors, although accepted only when its estimated
+    leftover error is below round-off (:data:`~conserve.discrete.newton.CHORD_ERROR`), can leave
+    errors of one sign step after step: measured over 10⁴ steps of Δt = 1e-3 (relative energy
+    balance error, reused / fresh factors) P8 satellite 1.2e-10 / 6.8e-15, P8 rotorcraft 9.6e-12 /
+    1.2e-14, P8 connected joints 7.8e-12 / 1.6e-14, P6 (reuse=True, 2·10³ steps) 6.6e-13 /
+    3.2e-14, 8-link chain 3.6e-14 / 9.6e-16. In exchange it is 2–5× faster on those models
+    (satellite 147 → 31 µs per step, rotorcraft 339 → 94, crane 175 → 54 with ``reuse=True``):
+    for runs where a drift of that size is acceptable.
 
     Newton starts each step from a guess extrapolated from the last two steps
     (:func:`~conserve.backends.director.initial_guess`, carried as a
@@ -50,7 +53,7 @@ class Director(StepBackend):
 
     newton: Newton = field(default_factory=Newton)
     linear: object = "auto"
-    reuse: object = "auto"
+    reuse: object = False
     name = "director"
 
     def __post_init__(self):

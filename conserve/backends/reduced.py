@@ -73,7 +73,9 @@ class Reduced(StepBackend):
     (:func:`~conserve.backends.reduced.step`: an LU of the n_dof + … minimal unknowns, the
     tree's multipliers recovered after the run); "dense" and "tree" force one. ``reuse``
     carries the Newton factors from step to step as in the director backend (True, False, or
-    "auto": in the structured form; the dense form keeps none). Chosen by
+    "auto", the default: in the structured form, whose chords are accepted below the tighter
+    ``CHORD_ERROR_MINIMAL`` — no drift measured there, P8 satellite 1.4e-14 relative over 10⁴
+    steps, 80 µs per step against 214 with fresh factors —; the dense form keeps none). Chosen by
     :meth:`~conserve.backends.base.StepBackend.prepare`; unprepared (``cs.step`` on a traced
     model) or differentiated (``Newton(implicit=True)``), the step takes the dense form."""
 
