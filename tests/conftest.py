@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import conserve as cs
+from conserve.compilation import jit_quick
 from conserve.simulate import clear_compiled
 
 # compiled programs shared by the parallel workers and by later runs (`pytest -m slow` reuses what
@@ -12,6 +13,13 @@ from conserve.simulate import clear_compiled
 # names another directory; the environment variable also reaches the tests' subprocesses
 os.environ.setdefault("CONSERVE_COMPILATION_CACHE", str(Path(__file__).resolve().parents[1] / ".cache" / "jax"))
 cs.enable_compilation_cache(os.environ["CONSERVE_COMPILATION_CACHE"])
+
+
+def once(fn, **jit_kwargs):
+    """``fn`` compiled as one program without optimisation (conserve's "once" mode), for a test's
+    one-off evaluation of library internals: run op by op, jax compiles every primitive for its
+    shapes separately (a random chain's random state: 206 compilations, 4 s; jitted: one)."""
+    return jit_quick(fn, mode="once", **jit_kwargs)
 
 
 def relative_drift(x):

@@ -4,10 +4,13 @@ columns) equal jax.jacfwd's to round-off on every kind of model, the block elimi
 the same equations as a dense LU, models that are not trees (loops) fall back to the coloured
 dense solver, and runs with either solver give the same trajectory."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import once
 
 import conserve as cs
 from conserve import problems
@@ -74,31 +77,40 @@ def test_structured_jacobians_and_solve_equal_the_dense_ones(name):
     samples = sampled_jacobians(model, state)
     tree = block_tree(samples, _nodes(model))
     assert (tree is not None) == (name in TREES)
-    h = 2e-3
+    solver = coloured(samples, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(nc + 2 * nr)]))
+    n = nq + nc + 2 * nr
     rng = np.random.default_rng(1)
-    x = initial_guess(model, state, jnp.zeros(nc), h) + 1e-4 * rng.standard_normal(nq + nc + 2 * nr)
+    noise, r, w = 1e-4 * rng.standard_normal(n), rng.standard_normal(n), np.abs(rng.standard_normal(n))
+    J, compressed, assembled, dx, abs_times = (np.asarray(a) if a is not None else None
+                                               for a in _jacobians(model, state, noise, solver, tree, r, w))
+    scale = np.max(np.abs(J))
+    np.testing.assert_allclose(compressed, J, rtol=0, atol=1e-13 * scale)
+    if tree is None:  # loops and the wind turbine: at most half as many derivatives as unknowns
+        assert 2 * solver.n_colours <= n
+        return
+    np.testing.assert_allclose(assembled, J, rtol=0, atol=1e-13 * scale)
+    backward = np.max(np.abs(J @ dx - r)) / (np.max(np.abs(J) @ np.abs(dx)) + np.max(np.abs(r)))
+    assert backward < 1e-12
+    np.testing.assert_allclose(abs_times, np.abs(J) @ w, rtol=1e-13, atol=1e-15 * scale)
+
+
+@partial(once, static_argnums=(3, 4))
+def _jacobians(model, state, noise, solver, tree, r, w):
+    """At x = the initial guess of a step of 2 ms + noise: jacfwd's J, the coloured solver's J,
+    and with the tree solver its blocks assembled densely, its solution of J δx = r and |J| w
+    (None without a tree); one program per model."""
+    nq, nc, nr, h = model.n_coordinates, model.n_constraints, model.n_rotors, 2e-3
+    x = initial_guess(model, state, jnp.zeros(nc), h) + noise
 
     def residual(x):
         return _residual(model, state, jnp.float64(0.1), h, x, nq, nc, nr)
 
-    J = np.asarray(jax.jit(jax.jacfwd(residual))(x))
-    scale = np.max(np.abs(J))
-    solver = coloured(samples, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(nc + 2 * nr)]))
-    np.testing.assert_allclose(np.asarray(jax.jit(solver.jacobian, static_argnums=0)(residual, x)), J,
-                               rtol=0, atol=1e-13 * scale)
-    if tree is None:  # loops and the wind turbine: at most half as many derivatives as unknowns
-        assert 2 * solver.n_colours <= len(x)
-        return
-    blocks = jax.jit(tree.jacobian, static_argnums=0)(residual, x)
-    factors = jax.jit(tree.factorise)(blocks)
-    np.testing.assert_allclose(np.asarray(tree.dense(blocks)), J, rtol=0, atol=1e-13 * scale)
-    r = rng.standard_normal(len(x))
-    dx = np.asarray(tree.solve(factors, jnp.asarray(r)))
-    backward = np.max(np.abs(J @ dx - r)) / (np.max(np.abs(J) @ np.abs(dx)) + np.max(np.abs(r)))
-    assert backward < 1e-12
-    w = np.abs(rng.standard_normal(len(x)))
-    np.testing.assert_allclose(np.asarray(tree.abs_times(blocks, jnp.asarray(w))), np.abs(J) @ w,
-                               rtol=1e-13, atol=1e-15 * scale)
+    J = jax.jacfwd(residual)(x)
+    if tree is None:
+        return J, solver.jacobian(residual, x), None, None, None
+    blocks = tree.jacobian(residual, x)
+    factors = tree.factorise(blocks)
+    return J, solver.jacobian(residual, x), tree.dense(blocks), tree.solve(factors, r), tree.abs_times(blocks, w)
 
 
 @pytest.mark.parametrize("name", ["chain", "forces"])

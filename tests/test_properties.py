@@ -17,6 +17,7 @@ from scipy.spatial.transform import Rotation
 import conserve as cs
 from conserve.model.assembled import State
 from conserve.backends.null_space import configure, null_space
+from conftest import once
 
 KINDS = ["Spherical", "Revolute", "Universal", "Cylindrical", "Prismatic", "Planar", "Fixed"]
 
@@ -61,10 +62,17 @@ def chain(kinds, grounded, seed):
 def random_state(assembly, rng):
     """A random state on the constraints: q = F(q*, u) and v = H2(q) ν for random u, ν."""
     model, tree = assembly.model, assembly.model.tree
-    q = configure(tree, model.blocks(assembly.initial_state.q), rng.uniform(-0.4, 0.4, tree.n_dof))
-    v = null_space(tree, model.blocks(q)) @ rng.normal(size=tree.n_dof)
-    state = assembly.initial_state._replace(q=q, v=v, s=model.coordinate_values(q))
+    q, v, s = _configured(model, assembly.initial_state.q, rng.uniform(-0.4, 0.4, tree.n_dof),
+                          rng.normal(size=tree.n_dof))
+    state = assembly.initial_state._replace(q=q, v=v, s=s)
     return dataclasses.replace(assembly, initial_state=State(*state))
+
+
+@once
+def _configured(model, q0, u, nu):
+    """(q = F(q0, u), v = H2(q) ν, the coordinate values at q)."""
+    q = configure(model.tree, model.blocks(q0), u)
+    return q, null_space(model.tree, model.blocks(q)) @ nu, model.coordinate_values(q)
 
 
 def check(kinds, grounded, seed):

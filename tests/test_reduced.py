@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from conftest import once
 from test_joints import KINDS, directions, make_joint, rotations, vectors
 from test_linear import MODELS as LINEAR_MODELS
 
@@ -43,29 +44,30 @@ def test_null_space_of_every_tree_joint(kind, child_is_a, Ra, Rb, pa, pb, x, n, 
     tree = model.tree
     assert not tree.cut_rows and tree.links[1].parent_is_a == (not child_is_a)
     assert tree.n_dof == assembly.degrees_of_freedom == 12 - joint.n_constraints
-    Q0 = model.blocks(state.q)
-    q0 = configure(tree, Q0, jnp.asarray(u0[:tree.n_dof]))
-    q1 = configure(tree, Q0, jnp.asarray(u1[:tree.n_dof]))
-    for q in (q0, q1):  # the finite update keeps every tree constraint
-        assert np.max(np.abs(model.constraints(q, state.theta, state.s))) <= 1e-13
-    qm = 0.5 * (q0 + q1)
-    G = np.asarray(jax.jacfwd(lambda q: model.constraints(q, state.theta, state.s))(qm))
-    H2 = np.asarray(null_space(tree, model.blocks(qm)))
+    u0, u1 = jnp.asarray(u0[:tree.n_dof]), jnp.asarray(u1[:tree.n_dof])
+    gaps, G, H2, round_trip, increments_gap = _tree_maps(model, state, u0, u1)
+    assert np.max(gaps) <= 1e-13  # the finite update keeps every tree constraint
     np.testing.assert_allclose(G @ H2, 0.0, atol=1e-13)
     assert np.linalg.matrix_rank(H2, tol=1e-9) == tree.n_dof
     # the tangent of the update is inverted link by link: δu = F_u⁻¹ (F_u δu), with the increments
     # formed from the same link maps
-    du = u1[:tree.n_dof] - u0[:tree.n_dof]
-    round_trip, increments_gap = _tangent_round_trip(tree, Q0, jnp.asarray(u0[:tree.n_dof]), jnp.asarray(du))
-    assert np.max(np.abs(round_trip - du)) <= 1e-12 and increments_gap <= 1e-15
+    assert np.max(np.abs(round_trip - (u1 - u0))) <= 1e-12 and increments_gap <= 1e-15
 
 
-@jax.jit
-def _tangent_round_trip(tree, Q0, u, du):
-    """(F_u⁻¹ F_u δu, max |Δq of increments_and_inverse − Δq of increments|) (compiled once per tree structure)."""
-    tangent = jax.jvp(lambda u: configure(tree, Q0, u), (u,), (du,))[1]
-    dq, inverse = increments_and_inverse(tree, Q0, u)
-    return increment_rates(tree, inverse, tangent), jnp.max(jnp.abs(dq - tree_increments(tree, Q0, u)))
+@once
+def _tree_maps(model, state, u0, u1):
+    """At q_a = F(q*, u0) and q_b = F(q*, u1) (q* the state's configuration): the tree constraints'
+    max |g| at both, G and H2 at their midpoint, F_u⁻¹ F_u δu for δu = u1 − u0 at u0, and max |Δq of
+    increments_and_inverse − Δq of increments| at u0 (compiled once per tree structure)."""
+    tree, Q0 = model.tree, model.blocks(state.q)
+    qa, qb = configure(tree, Q0, u0), configure(tree, Q0, u1)
+    gaps = jnp.stack([jnp.max(jnp.abs(model.constraints(q, state.theta, state.s))) for q in (qa, qb)])
+    qm = 0.5 * (qa + qb)
+    G = jax.jacfwd(lambda q: model.constraints(q, state.theta, state.s))(qm)
+    tangent = jax.jvp(lambda u: configure(tree, Q0, u), (u0,), (u1 - u0,))[1]
+    dq, inverse = increments_and_inverse(tree, Q0, u0)
+    return (gaps, G, null_space(tree, model.blocks(qm)), increment_rates(tree, inverse, tangent),
+            jnp.max(jnp.abs(dq - tree_increments(tree, Q0, u0))))
 
 
 def test_finite_update_closes_round_off_gaps_down_a_long_chain():
@@ -87,8 +89,9 @@ def test_finite_update_closes_round_off_gaps_down_a_long_chain():
     Q = np.concatenate([Q[:, :1] + 1e-9 * rng.normal(size=(n, 1, 3)),
                         np.einsum("nij,njk->nik", np.eye(3) + S + np.swapaxes(S, 1, 2), Q[:, 1:])], axis=1)
     u = jnp.asarray(rng.normal(size=model.tree.n_dof) * 0.05)
-    q1 = configure(model.tree, model.blocks(jnp.asarray(Q.ravel())), u)
-    assert np.max(np.abs(model.constraints(q1, state.theta, state.s))) <= 1e-13
+    gap = once(lambda Q, u: jnp.max(jnp.abs(model.constraints(configure(model.tree, model.blocks(Q), u),
+                                                              state.theta, state.s))))(jnp.asarray(Q.ravel()), u)
+    assert gap <= 1e-13
 
 
 @pytest.mark.parametrize("kind", sorted(set(KINDS) - set(TREE_KINDS)))
@@ -168,14 +171,19 @@ def test_loop_coordinates_stay_meaningful():
     for n_l, n_t in [(1, 3), (3, 6), (5, 9)]:
         C = rng.normal(size=(n_l, n_t))
         C[:, -1] = 0.0  # e.g. a pendulum hanging off the loop
-        dependent, independent = loops.partition(jnp.asarray(C))
-        N = np.asarray(loops.null_basis(jnp.asarray(C), dependent, independent))
+        r = rng.normal(size=n_t)
+        independent, N, projected = _loop_coordinates(jnp.asarray(C), jnp.asarray(r))
         np.testing.assert_allclose(C @ N, 0.0, atol=1e-13)
         np.testing.assert_array_equal(N[np.asarray(independent)], np.eye(n_t - n_l))
         assert n_t - 1 in np.asarray(independent)
-        r = rng.normal(size=n_t)
-        np.testing.assert_allclose(loops.project(jnp.asarray(C), jnp.asarray(r), dependent, independent), N.T @ r,
-                                   atol=1e-13)
+        np.testing.assert_allclose(projected, N.T @ r, atol=1e-13)
+
+
+@once
+def _loop_coordinates(C, r):
+    """(the independent coordinates, N, Nᵀ r by loops.project) of the loop matrix C."""
+    dependent, independent = loops.partition(C)
+    return independent, loops.null_basis(C, dependent, independent), loops.project(C, r, dependent, independent)
 
 
 def test_slider_crank_through_its_dead_centres():
@@ -195,11 +203,12 @@ def test_slider_crank_through_its_dead_centres():
 
     loop = np.asarray(tree.loop_rows, np.int64)
 
-    def independent(q):
+    @once
+    def independent(q):  # the first independent loop coordinate at q
         G = jax.jacfwd(lambda x: model.constraints(x, reduced.theta[0], reduced.s[0])[loop])(q)
-        return int(loops.partition(G @ null_space(tree, model.blocks(q)))[1][0])
+        return loops.partition(G @ null_space(tree, model.blocks(q)))[1][0]
 
-    assert len({independent(jnp.asarray(q)) for q in reduced.q[::25]}) >= 2
+    assert len({int(independent(jnp.asarray(q))) for q in reduced.q[::25]}) >= 2
 
 
 @pytest.mark.parametrize("winch", ["hybrid", "body"])
