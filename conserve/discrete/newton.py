@@ -80,8 +80,12 @@ CHORD_CONTRACTION = 0.1
 #: iteration leaves it with the same sign step after step, and the energy drifts, in proportion to
 #: this bound (a 4-link chain with reused factors, 4·10⁴ steps: 1.2e-13 with 1e-17, 1.8e-14 with
 #: 1e-19, 1.5e-15 — no drift — with 1e-21 or without reuse; with 1e-15, 4.7e-12 in 2·10⁴ steps).
-#: 1e-17 trades ~3e-18 relative per step for chords that end most steps without a Jacobian (a
-#: 32-link chain: 0.73 ms per step; 1.7 ms with 1e-21, 1.4 ms without reuse).
+#: With this solve's factors the estimate holds; with factors carried from earlier steps it can
+#: miss the leftover by orders of magnitude (P8 satellite, 10⁴ steps: 1.2e-10), which is why the
+#: director reuses none by default. Measuring the leftover relative to the step's increment
+#: instead of the unknowns' scales (the energy error of a step is ~4|δΔq|/|Δq| relative) does not
+#: rescue it: satellite 2.6e-11 at 1e-19, 1.3e-12 at 1e-21 (60 µs per step), no drift only at
+#: 1e-23, where most steps need a Jacobian anyway (167 µs; 148 with fresh factors).
 CHORD_ERROR = 1e-17
 
 
@@ -117,8 +121,9 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     correction is their chord, later ones too while they contract by ``CHORD_CONTRACTION`` and
     enough iterations remain (a chord that fails to shrink the residual tenfold is undone, unless
     it was below the tolerance); like every chord it is accepted only below ``CHORD_ERROR``. A
-    fresh Jacobian is formed only when they stop contracting (a 32-link chain: 1.4 → 0.73 ms per
-    step, at a relative energy drift of ~3e-18 per step, see ``CHORD_ERROR``).
+    fresh Jacobian is formed only when they stop contracting (a 32-link chain: 0.75 → 0.37 ms per
+    step; at the price of an energy drift that can reach 1e-14 relative per step, see
+    ``CHORD_ERROR``).
 
     Parameters
     ----------
