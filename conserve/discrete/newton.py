@@ -83,7 +83,7 @@ CHORD_CONTRACTION = 0.1
 #: With this solve's factors the estimate holds; with factors carried from earlier steps it can
 #: miss the leftover by orders of magnitude (P8 satellite, 10⁴ steps: 1.2e-10), which is why the
 #: director reuses none by default. Measuring the leftover relative to the step's increment
-#: instead of the unknowns' scales (the energy error of a step is ~4|δΔq|/|Δq| relative) does not
+#: instead of the unknowns' scales (the energy error of a step is ~4‖δΔq‖/‖Δq‖ relative) does not
 #: rescue it: satellite 2.6e-11 at 1e-19, 1.3e-12 at 1e-21 (60 µs per step), no drift only at
 #: 1e-23, where most steps need a Jacobian anyway (167 µs; 148 with fresh factors).
 CHORD_ERROR = 1e-17
