@@ -43,7 +43,7 @@ class Director(StepBackend):
     balance error, reused / fresh factors) P8 satellite 1.2e-10 / 6.8e-15, P8 rotorcraft 9.6e-12 /
     1.2e-14, P8 connected joints 7.8e-12 / 1.6e-14, P6 (reuse=True, 2·10³ steps) 6.6e-13 /
     3.2e-14, 8-link chain 3.6e-14 / 9.6e-16. In exchange it is 2–5× faster on those models
-    (satellite 147 → 31 µs per step, rotorcraft 339 → 94, crane 175 → 54 with ``reuse=True``):
+    (pinned, µs per step, fresh → reused: satellite 148 → 28, rotorcraft 340 → 62, crane 175 → 54):
     for runs where a drift of that size is acceptable.
 
     Newton starts each step from a guess extrapolated from the last two steps
