@@ -26,11 +26,12 @@ class Director(StepBackend):
     """The energy-momentum step on all its unknowns, ``newton`` its Newton options.
 
     ``linear`` chooses the Newton matrix's linear algebra (:mod:`conserve.discrete.linear`):
-    "auto" (default) eliminates along the bodies' tree when the model's couplings form one
-    (chains, trees: cost linear in the number of bodies) and uses a dense LU otherwise: of a
-    matrix formed from coloured derivatives (:class:`~conserve.discrete.linear.Coloured`) for
-    loops, of ``jax.jacfwd``'s for fewer than ``TREE_MIN_NODES`` bodies; "dense" (``jax.jacfwd``)
-    and "tree" force one ("tree" refuses a model that is not a tree). The structure is found by
+    "auto" (default) eliminates along the bodies' tree when the model's couplings form one of at
+    least ``TREE_MIN_NODES`` bodies (chains, trees: cost linear in the number of bodies) and uses
+    a dense LU otherwise: of a matrix formed from coloured derivatives
+    (:class:`~conserve.discrete.linear.Coloured`) for loops and small trees, of ``jax.jacfwd``'s
+    for fewer than ``STRUCTURE_MIN_NODES`` bodies; "dense" (``jax.jacfwd``) and "tree" force one
+    ("tree" refuses a model that is not a tree). The structure is found by
     :meth:`prepare` (``simulate`` calls it); an unprepared backend, as in ``cs.step`` on a traced
     model, solves densely. All give the same steps to the Newton tolerance.
 
@@ -42,8 +43,8 @@ class Director(StepBackend):
     errors of one sign step after step: measured over 10⁴ steps of Δt = 1e-3 (relative energy
     balance error, reused / fresh factors) P8 satellite 1.2e-10 / 6.8e-15, P8 rotorcraft 9.6e-12 /
     1.2e-14, P8 connected joints 7.8e-12 / 1.6e-14, P6 (reuse=True, 2·10³ steps) 6.6e-13 /
-    3.2e-14, 8-link chain 3.6e-14 / 9.6e-16. In exchange it is 2–5× faster on those models
-    (pinned, µs per step, fresh → reused: satellite 148 → 28, rotorcraft 340 → 62, crane 175 → 54):
+    3.2e-14, 8-link chain 3.6e-14 / 9.6e-16. In exchange it is 2–4× faster on those models
+    (pinned, µs per step, fresh → reused: satellite 109 → 28, rotorcraft 226 → 55, crane 85 → 42):
     for runs where a drift of that size is acceptable.
 
     Newton starts each step from a guess extrapolated from the last two steps
@@ -71,10 +72,7 @@ class Director(StepBackend):
         trend = _trend_start(model, state)
         if not (self.reuse is True or (self.reuse == "auto" and isinstance(self.linear, BlockTree))):
             return Carry(state, lam, None, trend)
-        nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
-        residual = lambda x: _residual(model, state, jnp.zeros((), state.q.dtype), 1.0, x, nq, nc, nr)  # noqa: E731
-        return Carry(state, lam, empty_memory(residual, jnp.zeros(unknowns(model), state.q.dtype), self._linear),
-                     trend)
+        return Carry(state, lam, empty_memory(jnp.zeros(unknowns(model), state.q.dtype), self._linear), trend)
 
     @property
     def _linear(self):
@@ -103,33 +101,43 @@ def unknowns(model: Model) -> int:
     return model.n_coordinates + model.n_constraints + 2 * model.n_rotors
 
 
-#: "auto" eliminates along the tree from this many nodes (bodies) on; below, one dense LU is cheaper.
-TREE_MIN_NODES = 3
+#: "auto" looks for the Newton matrix's structure from this many nodes (bodies, point masses) on;
+#: a single body gains too little to be worth finding it (a compilation of ~0.3–0.5 s; the heavy
+#: top's step 22.8 → 22.2 µs)
+STRUCTURE_MIN_NODES = 2
+
+#: "auto" eliminates along the tree from this many nodes on; below, one dense LU of the coloured
+#: Jacobian is cheaper (pinned, µs per step tree / coloured: P5 crane, 3 nodes, 125 / 92;
+#: connected joints, 3, 92 / 81; P3a with full-body wheels, 4, 172 / 185; 4-link chain 91 / 109;
+#: P8 satellite, 4, 111 / 117; rotorcraft, 6, 233 / 288; 8-link chain 160 / 270)
+TREE_MIN_NODES = 4
 
 
 def linear_solver(backend, model: Model, state: State, tree_possible=True):
     """The solver a backend's ``linear`` option ("auto", "dense" or "tree") chooses for a model:
     the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one
     (and, for "auto", at least ``TREE_MIN_NODES`` nodes); else, for "auto", the
-    :class:`~conserve.discrete.linear.Coloured` dense solver when colouring at least halves the
-    Jacobian's directional derivatives, and :class:`~conserve.discrete.linear.Dense` otherwise;
+    :class:`~conserve.discrete.linear.Coloured` dense solver when colouring saves directional
+    derivatives (a double pendulum's 29 instead of 44: 82 → 61 µs per step; the P5 crane's 32
+    instead of 53), and :class:`~conserve.discrete.linear.Dense` otherwise;
     "dense" is always :class:`~conserve.discrete.linear.Dense` (``jax.jacfwd``); "tree" without a
     tree (or ``tree_possible`` False) is an error."""
     n_rigid = model.rigid_frames.shape[0]
     nodes = n_rigid + model.n_coordinates // 3 - 4 * n_rigid  # bodies and point masses
-    if backend.linear == "dense" or (backend.linear == "auto" and nodes < TREE_MIN_NODES):
+    if backend.linear == "dense" or (backend.linear == "auto" and nodes < STRUCTURE_MIN_NODES):
         return Dense()  # too small to gain from structure: skip finding it (a compilation)
     jacobians = sampled_jacobians(model, state)
-    tree = block_tree(jacobians, _nodes(model)) if tree_possible else None
+    nq, n = model.n_coordinates, jacobians[0].shape[0]
+    group = np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)])  # 3-blocks of coordinates
+    tree = block_tree(jacobians, _nodes(model), group=group) if tree_possible else None
     if tree is None and backend.linear == "tree":
         raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
                          "(a kinematic loop, or an element joining more than two bodies or distant ones); use "
                          "'auto' or 'dense'.")
     if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
         return tree
-    nq, n = model.n_coordinates, jacobians[0].shape[0]
-    solver = coloured(jacobians, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)]))
-    return solver if 2 * solver.n_colours <= n else Dense()
+    solver = coloured(jacobians, group)
+    return solver if solver.n_colours < n else Dense()
 
 
 def _nodes(model: Model):

@@ -107,8 +107,8 @@ class Reduced(StepBackend):
         lam = jnp.zeros(model.n_constraints, state.q.dtype)
         if not (self._structured and self.reuse in ("auto", True)):
             return Carry(state, lam)
-        residual, _, _, linear = _structured_form(model, state, jnp.zeros((), state.q.dtype), 1.0, self.linear)
-        return Carry(state, lam, empty_memory(residual, jnp.zeros(self.unknowns(model), state.q.dtype), linear))
+        linear = _structured_form(model, state, jnp.zeros((), state.q.dtype), 1.0, self.linear)[3]
+        return Carry(state, lam, empty_memory(jnp.zeros(self.unknowns(model), state.q.dtype), linear))
 
     def step(self, model: Model, carry: Carry, t, h):
         if self._structured:
