@@ -128,16 +128,16 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True):
         return Dense()  # too small to gain from structure: skip finding it (a compilation)
     jacobians = sampled_jacobians(model, state)
     nq, n = model.n_coordinates, jacobians[0].shape[0]
-    group = np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)])  # 3-blocks of coordinates
-    tree = block_tree(jacobians, _nodes(model), group=group) if tree_possible else None
+    # one colouring of the sampled pattern (widened to 3-blocks of coordinates) for either solver
+    columns = coloured(jacobians, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)]))
+    tree = block_tree(jacobians, _nodes(model), columns=columns) if tree_possible else None
     if tree is None and backend.linear == "tree":
         raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
                          "(a kinematic loop, or an element joining more than two bodies or distant ones); use "
                          "'auto' or 'dense'.")
     if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
         return tree
-    solver = coloured(jacobians, group)
-    return solver if solver.n_colours < n else Dense()
+    return columns if columns.n_colours < n else Dense()
 
 
 def _nodes(model: Model):

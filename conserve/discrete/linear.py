@@ -25,10 +25,11 @@ takes either):
   O(N b³) for N nodes of width b, a ``lax.scan`` over the tree's levels (the nodes of one level
   at once) whose code does not grow with N.
 
-:func:`block_tree` finds the nodes, the tree and the colours from the Jacobian's sparsity
-pattern (:func:`sampled_pattern`, :func:`column_colours`; once per model structure, outside
-jit); it returns None when the couplings are not a forest (kinematic loops, a spring between
-distant bodies), and :func:`coloured` colours the unknowns for the dense solver. Both read the
+:func:`coloured` colours the unknowns from the Jacobian's sparsity pattern
+(:func:`sampled_pattern`, :func:`column_colours`; once per model structure, outside jit), and
+:func:`block_tree` finds the nodes and the tree, whose blocks it reads with those colours; it
+returns None when the couplings are not a forest (kinematic loops, a spring between distant
+bodies). Both read the
 pattern off J at a few random points: an entry that vanishes at all of them although the model
 couples its unknowns (a force law switched off there) is read as zero, and Newton then converges
 slowly or fails (the residual is exact, so a converged step is right); ``linear="dense"`` serves.
@@ -111,13 +112,23 @@ class Coloured(_Structure, Dense):
 
     @property
     def n_colours(self):
-        return int(self.colour.max()) + 1 if self.colour.size else 0
+        return _count(self.colour)
 
     def jacobian(self, residual, x):
         """J (n, n) at x: J_ij is the i-th entry of the derivative along all unknowns of j's colour."""
-        probes = jnp.asarray(np.arange(self.n_colours)[:, None] == self.colour[None, :], x.dtype)  # (k, n)
-        compressed = jax.vmap(lambda e: jax.jvp(residual, (x,), (e,))[1])(probes)  # (k, n)
-        return jnp.where(self.pattern, compressed.T[:, self.colour], 0.0)
+        return jnp.where(self.pattern, _compressed_jacobian(residual, x, self.colour).T[:, self.colour], 0.0)
+
+
+def _compressed_jacobian(residual, x, colour):
+    """(k, n) the derivatives of ``residual`` at x along all unknowns of each colour (``colour``
+    (n,) int, k colours): entry (c, i) is Σ J_ij over the unknowns j of colour c, so J_ij itself
+    when no other unknown of j's colour has a nonzero in row i (Curtis, Powell and Reid 1974)."""
+    probes = jnp.asarray(np.arange(_count(colour))[:, None] == colour[None, :], x.dtype)  # (k, n)
+    return jax.vmap(lambda e: jax.jvp(residual, (x,), (e,))[1])(probes)
+
+
+def _count(colour):
+    return int(colour.max()) + 1 if colour.size else 0
 
 
 def coloured(jacobians, group):
@@ -207,16 +218,14 @@ class BlockTree(_Structure):
     @property
     def n_colours(self):
         """The directional derivatives per Jacobian (a chain's does not grow with its length)."""
-        return int(self.colour.max()) + 1 if self.colour.size else 0
+        return _count(self.colour)
 
     def jacobian(self, residual, x):
         """The blocks of J at x: (D, U, L) with D (N + 1, b, b) the diagonal blocks, U (N + 1, b, b)
         = J[node, parent], L (N + 1, b, b) = J[parent, node] (the dummy node: D = I, U = L = 0),
         each entry read from the probe of its column's colour."""
         n, b, k = x.shape[0], self.width, self.n_colours
-        probes = jnp.asarray(np.arange(k)[:, None] == self.colour[None, :], x.dtype)  # (k, n)
-        compressed = jax.vmap(lambda e: jax.jvp(residual, (x,), (e,))[1])(probes)  # (k, n)
-        Jx = jnp.pad(compressed, ((0, 1), (0, 1)))  # an empty slot's probe k and row n: zeros
+        Jx = jnp.pad(_compressed_jacobian(residual, x, self.colour), ((0, 1), (0, 1)))  # empty slot: probe k, row n
         rows = self.slots  # row r of J sits in the slot of unknown r
         above = np.append(self.parent, self.n_nodes)  # each node's parent (the dummy's: itself)
         probe = np.append(self.colour, k)[rows]  # (N + 1, b) the probe of each slot's column
@@ -300,7 +309,7 @@ class BlockTree(_Structure):
         return J[:n, :n]
 
 
-def block_tree(jacobians, node, max_condition=1e10, group=None):
+def block_tree(jacobians, node, max_condition=1e10, columns=None):
     """The :class:`BlockTree` of a Newton matrix, or None if its couplings are not a forest or its
     blocks cannot be eliminated without pivoting between them.
 
@@ -326,8 +335,9 @@ def block_tree(jacobians, node, max_condition=1e10, group=None):
         most two) nodes their row and column touch (see above)
     max_condition : every diagonal block met in the elimination must have a condition number
         below this on every J given
-    group : (n,) int, groups of unknowns whose columns share their pattern (the 3-blocks of
-        coordinates, see :func:`sampled_pattern`); default: each unknown its own
+    columns : the :class:`Coloured` solver of the same matrices, whose pattern and colours the
+        tree's Jacobian reads (:func:`coloured`, with the 3-blocks of coordinates as groups);
+        default: ``coloured(jacobians, range(n))``
     """
     jacobians = [np.asarray(J) for J in jacobians]
     pattern = np.any([J != 0 for J in jacobians], axis=0)
@@ -357,10 +367,9 @@ def block_tree(jacobians, node, max_condition=1e10, group=None):
         if len(touch[r]) == 1:
             own[next(iter(touch[r]))] += 1
     anchored = [max(_component(adjacency, c), key=lambda a: (own[a], a == c)) for c in centres]
-    wide = sampled_pattern(jacobians, group)  # the Jacobian's probes: any rooting reads the same columns
-    colour, wide = column_colours(wide), wide.toarray()
+    columns = coloured(jacobians, np.arange(n)) if columns is None else columns  # read alike by any rooting
     for owners, roots in ((anchored, anchored), (anchored, centres), (centres, centres)):
-        tree = _rooted(pattern, node, touch, adjacency, owners, roots, colour, wide)
+        tree = _rooted(pattern, node, touch, adjacency, owners, roots, columns)
         if tree is not None and all(tree.condition(J) <= max_condition for J in jacobians):
             return tree
     return None
@@ -390,7 +399,7 @@ def _component(adjacency, start):
     return sorted(seen)
 
 
-def _rooted(pattern, node, touch, adjacency, owners, roots, colour, wide):
+def _rooted(pattern, node, touch, adjacency, owners, roots, columns):
     """The BlockTree of the forest eliminated towards ``roots`` (one per tree), its free unknowns
     joining the node farthest from ``owners`` (one per tree) among those they touch; or None."""
     n, N = len(node), len(adjacency)
@@ -420,11 +429,11 @@ def _rooted(pattern, node, touch, adjacency, owners, roots, colour, wide):
         levels[h, :len(g)] = g
     # which entries of the blocks D (node, node), U (node, parent), L (parent, node) may be nonzero
     # (none in an empty slot n, so none of the dummy node's, whose parent is itself)
-    wide = np.pad(wide, ((0, 1), (0, 1)))
+    wide = np.pad(columns.pattern, ((0, 1), (0, 1)))
     up = slots[np.append(parent, N)]
     reads = np.stack([wide[slots[:, :, None], slots[:, None, :]], wide[slots[:, :, None], up[:, None, :]],
                       wide[up[:, :, None], slots[:, None, :]]])
-    return BlockTree(slots=slots, parent=parent, levels=levels, colour=colour, reads=reads)
+    return BlockTree(slots=slots, parent=parent, levels=levels, colour=columns.colour, reads=reads)
 
 
 def _centres(adjacency):

@@ -200,8 +200,9 @@ def run_if(pred, fn, otherwise):
 def empty_memory(x0, linear=Dense()) -> NewtonMemory:
     """A :class:`NewtonMemory` without factors for a system of x0's size (zeros of the solver's factor
     shapes, ``valid`` False)."""
-    # the shapes depend only on n: traced with the identity for the (square) residual, not the
-    # model's, whose Jacobian's trace costs as much as the step's
+    # the shapes depend only on the solver and n: traced with the identity for the (square)
+    # residual, not the model's, whose Jacobian's trace costs as much as the step's (the reduced
+    # backend's Lifted solver differentiates the director residual it holds, whatever it is given)
     shapes = jax.eval_shape(lambda x: linear.factorise(linear.jacobian(lambda y: y, x)), x0)
     return NewtonMemory(jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), jnp.bool_(False))
 
