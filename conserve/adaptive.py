@@ -33,9 +33,9 @@ interval and the multipliers of its last step); without, every accepted node is.
 Adaptivity pays where the step a tolerance needs varies along the run: one period of an
 eccentric orbit (e = 0.9, :class:`conserve.problems.KeplerOrbit`) to a position error of 1e-4 takes
 ~1600 adaptive steps against ~14 000 fixed ones (``tests/test_adaptive.py``,
-``benchmarks/work_precision.py``). The time loop is ``lax.scan`` over attempts in compiled chunks,
-as for fixed steps (:mod:`conserve.simulate`), with one copy of the backend's step scanned over an
-attempt's solves.
+``benchmarks/work_precision.py``). The time loop is a ``lax.scan`` over attempts in compiled chunks
+(fixed steps: a ``lax.while_loop`` that stops at the run's end, :mod:`conserve.simulate`), with one
+copy of the backend's step scanned over an attempt's solves.
 """
 
 from __future__ import annotations
@@ -96,6 +96,9 @@ class Adaptive:
             x = getattr(self, name)
             if x is not None and not (isinstance(x, (int, float)) and math.isfinite(x) and x > 0):
                 raise ModelError(f"simulate: {name} must be a positive number of seconds, got {x!r}.")
+        if self.dt_min is not None and self.dt_max is not None and self.dt_min > self.dt_max:
+            raise ModelError(f"simulate: Adaptive(dt_min={self.dt_min!r}, dt_max={self.dt_max!r}): dt_min must not "
+                             "exceed dt_max (the smallest step allowed and the largest, in s).")
 
     def sizes(self, span):
         """(dt0, dt_min, dt_max) in s for a run over ``span`` s."""
@@ -224,7 +227,7 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
     """The adaptive run of :func:`conserve.simulate` (its checked arguments; ``first`` the node at
     t0 as a piece): (Solution, ConvergenceError or None)."""
     from .compilation import compiler_options
-    from .simulate import NODE_FIELDS, assemble_solution
+    from .simulate import NODE_FIELDS, assemble_solution, keep_partial
 
     model = assembly.model
     t0, t_end, chunk = settings["t0"], settings["t_end"], settings["chunk"]
@@ -249,28 +252,36 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
     pieces, open_steps = [first], []  # open_steps: the steps since the last kept node (saveat)
     rejections, attempts, steps_taken, done, failed = [], 0, 0, False, False
     tic = time.perf_counter()
-    while not (done or failed):
-        (carry, t, h, h_last, err_prev, past, k_save, done, failed, failure), out = run(*args)
-        args[1:7], args[8] = [carry, t, h, h_last, err_prev, past], k_save
-        done, failed = bool(done), bool(failed)
-        out = jax.tree.map(np.asarray, out)
-        active = out["active"]
-        attempts += int(np.sum(active))
-        rejected = active & ~out["accepted"]
-        rejections += list(zip(out["t"][rejected], out["h"][rejected], out["err"][rejected]))
-        steps = _accepted_steps(out)
-        steps_taken += len(steps)
-        if saveat is None:
-            kept = steps
-        else:
-            open_steps += steps
-            kept, open_steps = _saved_intervals(open_steps)
-        if kept:
-            pieces.append(_piece(model, kept, NODE_FIELDS))
-        if progress is not None:
-            progress(float(t) - t0, t_end - t0)
+    kept_nodes = lambda: sum(len(p["node_t"]) for p in pieces[1:])  # noqa: E731
+    try:
+        while not (done or failed):
+            (carry, t, h, h_last, err_prev, past, k_save, done, failed, failure), out = run(*args)
+            args[1:7], args[8] = [carry, t, h, h_last, err_prev, past], k_save
+            done, failed = bool(done), bool(failed)
+            out = jax.tree.map(np.asarray, out)
+            active = out["active"]
+            attempts += int(np.sum(active))
+            rejected = active & ~out["accepted"]
+            rejections += list(zip(out["t"][rejected], out["h"][rejected], out["err"][rejected]))
+            steps = _accepted_steps(out)
+            steps_taken += len(steps)
+            if saveat is None:
+                kept = steps
+            else:
+                open_steps += steps
+                kept, open_steps = _saved_intervals(open_steps)
+            if kept:
+                pieces.append(_piece(model, kept, NODE_FIELDS))
+            if progress is not None:
+                progress(float(t) - t0, t_end - t0)
+    except BaseException as err:  # a progress callback's error, Ctrl-C: the nodes kept so far are kept
+        n = kept_nodes()
+        keep_partial(err, lambda: assemble_solution(assembly, settings, backend, pieces, n, False, None, compile_time,
+                                                    time.perf_counter() - tic)[0],
+                     n, float(pieces[-1]["node_t"][-1]) if n else t0)
+        raise
     run_time = time.perf_counter() - tic
-    n = sum(len(p["node_t"]) for p in pieces[1:])
+    n = kept_nodes()
     solution, _ = assemble_solution(assembly, settings, backend, pieces, n, False, None, compile_time, run_time)
     solution.stats.update({"steps": steps_taken, "time_per_step": run_time / max(steps_taken, 1),
                            "attempts": attempts, "accepted_steps": attempts - len(rejections),

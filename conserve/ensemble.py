@@ -37,8 +37,8 @@ from .fingerprint import fingerprint
 from .model.assembled import State
 from .model.parameters import bound
 from .model.system import as_assembly, initial_gaps
-from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, check_mode, compile_chunks, model_axes,
-                       piece, resolve_backend, time_grid, warn_coarse_steps)
+from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, check_mode, check_progress,
+                       compile_chunks, keep_partial, model_axes, piece, resolve_backend, time_grid, warn_coarse_steps)
 from .solution import Solution, node_diagnostics
 
 
@@ -108,9 +108,11 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     Returns
     -------
     :class:`Ensemble`. A member whose step fails is kept up to the failure and recorded in
-    ``failures``; the run goes on for the others.
+    ``failures``; the run goes on for the others. Stopped between chunks (Ctrl-C, an error of
+    ``progress``), the exception carries the Ensemble so far in ``err.partial_solution``.
     """
     assemblies, states = _members(members, initial_states)
+    check_progress(progress, "simulate_batch")
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
     chunk = min(chunk, fitted_chunk(n_steps))
     if t0 != 0.0 and any(a.model.time_dependent for a in assemblies):
@@ -133,45 +135,54 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     n, failed, failures, chunks = np.zeros(m, np.int32), np.zeros(m, bool), {}, []
     args = (model, carry, jnp.asarray(n), jnp.asarray(n), jnp.float64(t0), jnp.float64(dt))
     run, compile_time = compile_chunks(backend, chunk, args, batch, settings["compile"])
+
+    def ensemble(run_time) -> Ensemble:
+        """The Ensemble of the chunks run so far: each member's Solution of its n[i] steps, the
+        ConvergenceErrors of the failures."""
+        # each member's nodes: its first, then what every chunk added for it
+        first = _per_member(_chunk_diagnostics, batch, model, (jax.tree.map(lambda a: a[:, None], state),
+                                                               np.full((m, 1), t0)))
+        taken = [(*jax.tree.map(lambda a: np.asarray(a)[:, :np.max(done)], (out, diag)), done)  # the steps taken
+                 for out, diag, done in chunks]
+        pieces = [[{**{f"node_{k}": np.asarray(getattr(state, k))[i][None] for k in NODE_FIELDS},
+                    **{f"diag_{k}": np.asarray(a)[i] for k, a in first.items()}}]
+                  + [piece(jax.tree.map(lambda a: a[i], out), done[i], jax.tree.map(lambda a: a[i], diag))
+                     for out, diag, done in taken if done[i]]
+                  for i in range(m)]
+
+        solutions, errors = [], {}
+        for i in range(m):
+            assembly = replace(assemblies[i], model=models(i), initial_state=states[i])
+            sol, error = assemble_solution(assembly, settings, backend, pieces[i], int(n[i]), i in failures,
+                                           failures.get(i), compile_time, run_time / m)  # its share of the run
+            solutions.append(sol)
+            if error is not None:
+                errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
+                                             time=error.time, residual_history=error.residual_history)
+        stats = {"backend": backend.name, "members": m, "steps": n_steps, "compile_time": compile_time,
+                 "run_time": run_time, "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
+        return Ensemble(solutions, errors, stats)
+
     tic = time.perf_counter()
-    while np.any((n < n_steps) & ~failed):
-        n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed
-        (carry, n_new, failed_now, failure), out = run(model, carry, jnp.asarray(n), jnp.asarray(n_end),
-                                                       jnp.float64(t0), jnp.float64(dt))
-        n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
-        # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
-        times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))
-        chunks.append((out, _per_chunk(_chunk_diagnostics, batch, model, (out.node, times)), n_new - n))
-        failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
-                         for i in np.flatnonzero(failed_now)})
-        n, failed = n_new, failed | failed_now
-        if progress is not None:
-            progress(int(np.max(n)), n_steps)
-    run_time = time.perf_counter() - tic
-
-    # each member's nodes: its first, then what every chunk added for it
-    first = _per_member(_chunk_diagnostics, batch, model, (jax.tree.map(lambda a: a[:, None], state),
-                                                           np.full((m, 1), t0)))
-    chunks = [(*jax.tree.map(lambda a: np.asarray(a)[:, :np.max(done)], (out, diag)), done)  # the steps taken
-              for out, diag, done in chunks]
-    pieces = [[{**{f"node_{k}": np.asarray(getattr(state, k))[i][None] for k in NODE_FIELDS},
-                **{f"diag_{k}": np.asarray(a)[i] for k, a in first.items()}}]
-              + [piece(jax.tree.map(lambda a: a[i], out), done[i], jax.tree.map(lambda a: a[i], diag))
-                 for out, diag, done in chunks if done[i]]
-              for i in range(m)]
-
-    solutions, errors = [], {}
-    for i in range(m):
-        assembly = replace(assemblies[i], model=models(i), initial_state=states[i])
-        sol, error = assemble_solution(assembly, settings, backend, pieces[i], int(n[i]), i in failures,
-                                       failures.get(i), compile_time, run_time / m)  # its share of the run
-        solutions.append(sol)
-        if error is not None:
-            errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
-                                         time=error.time, residual_history=error.residual_history)
-    stats = {"backend": backend.name, "members": m, "steps": n_steps, "compile_time": compile_time,
-             "run_time": run_time, "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
-    return Ensemble(solutions, errors, stats)
+    try:
+        while np.any((n < n_steps) & ~failed):
+            n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed
+            (carry, n_new, failed_now, failure), out = run(model, carry, jnp.asarray(n), jnp.asarray(n_end),
+                                                           jnp.float64(t0), jnp.float64(dt))
+            n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
+            # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
+            times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))
+            chunks.append((out, _per_chunk(_chunk_diagnostics, batch, model, (out.node, times)), n_new - n))
+            failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
+                             for i in np.flatnonzero(failed_now)})
+            n, failed = n_new, failed | failed_now
+            if progress is not None:
+                progress(int(np.max(n)), n_steps)
+    except BaseException as err:  # a progress callback's error, Ctrl-C: the finished chunks' steps are kept
+        furthest = int(np.max(n))
+        keep_partial(err, lambda: ensemble(time.perf_counter() - tic), furthest, t0 + furthest * dt)
+        raise
+    return ensemble(time.perf_counter() - tic)
 
 
 def _members(members, initial_states):

@@ -26,6 +26,7 @@ refused (the state would have to solve the loop's closure).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import jax.numpy as jnp
 import numpy as np
@@ -59,6 +60,9 @@ def set_joints(system, coordinates=None, rates=None, *, project_velocities=False
     -------
     Assembly with the new initial state (checked against every constraint as at assembly).
     """
+    for name, given in (("coordinates", coordinates), ("rates", rates)):
+        if given is not None and not isinstance(given, Mapping):
+            raise ModelError(f"set_joints: {name} must be a dict {{joint name: value}}, got {given!r}.")
     if isinstance(system, System):
         assembly = system.assemble(project_velocities=project_velocities)
     else:

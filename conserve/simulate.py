@@ -22,7 +22,7 @@ import numpy as np
 
 from . import checkpoint as checkpoints
 from .adaptive import Adaptive, simulate_adaptive
-from .compilation import MODES, compiler_options
+from .compilation import MODES, compiler_options, jit_quick
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .backends.compose import check_order
 from .discrete.newton import Newton, run_if
@@ -203,10 +203,15 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     Raises
     ------
     ConvergenceError
-        A step did not converge (or gave NaN). ``err.partial_solution`` holds every step up to
-        the last converged one; ``err.step``, ``err.time``, ``err.residual_history`` say where.
+        A step did not converge (or gave NaN: the laws not finite there are named).
+        ``err.partial_solution`` holds every step up to the last converged one; ``err.step``,
+        ``err.time``, ``err.residual_history`` say where.
+    KeyboardInterrupt
+        Ctrl-C stopped the run between chunks (an error of the ``progress`` callback alike): the
+        exception, re-raised, carries the finished chunks' steps in ``err.partial_solution``.
     """
     assembly = as_assembly(system, "simulate")
+    check_progress(progress)
     controller = adaptive_controller(dt, rtol, atol)
     if controller is not None:
         return _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton, order, chunk, progress,
@@ -232,6 +237,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
     carry = backend.init(assembly.model, assembly.initial_state)
     first = first_piece(assembly.model, carry.state, t0)
+    refuse_non_finite_energy(assembly, first, t0)
     ckpt = None
     if checkpoint is not None:
         ckpt = checkpoints.start(checkpoint, assembly, settings, overwrite)
@@ -287,6 +293,7 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
     backend = backend.prepare(assembly.model, assembly.initial_state)
     carry = backend.init(assembly.model, assembly.initial_state)
     first = first_piece(assembly.model, carry.state, t0)
+    refuse_non_finite_energy(assembly, first, t0)
     solution, error = simulate_adaptive(assembly, settings, backend, carry, controller, saveat, first,
                                         settings["compile"], progress)
     if error is not None:
@@ -313,6 +320,10 @@ def time_grid(t0, t_end, dt, chunk, who="simulate"):
     if not (isinstance(chunk, int) and chunk >= 1):
         raise ModelError(f"{who}: chunk must be an integer ≥ 1, got {chunk!r}.")
     ratio = (t_end - t0) / dt
+    if ratio < 1.0 - 1e-9:
+        warnings.warn(f"{who}: dt = {dt:g} s is longer than the span t_end − t0 = {t_end - t0:g} s: the run is one "
+                      f"step, to t = {t0 + dt:g} s (the arguments are (system, t_end, dt): were t_end and dt "
+                      "swapped?).", UserWarning, stacklevel=3)
     if not ratio <= MAX_STEPS:
         raise ModelError(f"{who}: (t_end − t0)/dt = {ratio:.3g} steps; a run takes at most {MAX_STEPS} steps (its "
                          "step counter is a 32-bit integer): use a larger dt or a shorter span, or continue in parts "
@@ -326,6 +337,8 @@ def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise
     Newton options replaced by ``newton`` if given), composed to ``order`` 4 or 6
     (:class:`~conserve.backends.compose.Composition`) and wrapped in
     :class:`~conserve.backends.subdivide.Subdividing` for ``on_failure="subdivide"``."""
+    if newton is not None and not isinstance(newton, Newton):
+        raise ModelError(f"simulate: newton must be a cs.Newton(tol=..., max_iterations=...), got {newton!r}.")
     if isinstance(backend, str):
         if backend not in BACKENDS:
             raise ModelError(f"simulate: unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
@@ -391,6 +404,7 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
 
     Every stored piece is verified (checksum, run id, node range; :mod:`conserve.checkpoint`)
     before a step is taken; the directory is locked while the run goes on."""
+    check_progress(progress, "resume")
     assembly, settings, n, stored, pieces, ckpt = checkpoints.read(path, system, trust_laws)
     try:
         backend = settings["backend"]
@@ -482,24 +496,61 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
 
     failed, failure = False, None
     tic = time.perf_counter()
-    while n < n_steps and not failed:
-        (carry, n_new, failed, failure), out = run(model, carry, jnp.int32(n), jnp.int32(n_steps), jnp.float64(t0),
-                                                    jnp.float64(dt))
-        out = jax.tree.map(np.asarray, out)
-        taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
-        diag = diagnostics(model, jax.tree.map(lambda a: a[:taken], out.node),
-                           t0 + dt * np.arange(n + 1, n + 1 + taken))
-        pieces.append(piece(out, int(n_new) - n, diag))
-        done, n, failed = int(n_new) - n, int(n_new), bool(failed)
-        if ckpt is not None and done:
-            checkpoints.write(ckpt, n, _carry(carry), pieces[-1])
-        if progress is not None:
-            progress(n, n_steps)
+    try:
+        while n < n_steps and not failed:
+            (carry, n_new, failed, failure), out = run(model, carry, jnp.int32(n), jnp.int32(n_steps),
+                                                        jnp.float64(t0), jnp.float64(dt))
+            out = jax.tree.map(np.asarray, out)
+            taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
+            diag = diagnostics(model, jax.tree.map(lambda a: a[:taken], out.node),
+                               t0 + dt * np.arange(n + 1, n + 1 + taken))
+            pieces.append(piece(out, int(n_new) - n, diag))
+            done, n, failed = int(n_new) - n, int(n_new), bool(failed)
+            if ckpt is not None and done:
+                checkpoints.write(ckpt, n, _carry(carry), pieces[-1])
+            if progress is not None:
+                progress(n, n_steps)
+    except BaseException as err:  # a progress callback's error, Ctrl-C: the finished chunks' steps are kept
+        keep_partial(err, lambda: assemble_solution(assembly, settings, backend, pieces, n, False, None, compile_time,
+                                                    time.perf_counter() - tic)[0], n, t0 + n * dt)
+        raise
     solution, error = assemble_solution(assembly, settings, backend, pieces, n, failed, failure, compile_time,
                                         time.perf_counter() - tic)
     if error is not None:
         raise error
     return solution
+
+
+def keep_partial(err: BaseException, solution_so_far, n, t):
+    """Give an exception that stops a run between its chunks — an error of the ``progress``
+    callback, Ctrl-C (KeyboardInterrupt) — what the finished chunks computed: ``err.partial_solution``
+    = ``solution_so_far()`` (n steps, to t in s) and a note saying so; the exception keeps its type.
+    If the Solution cannot be built (the error came from building it), the exception goes on as it is."""
+    try:
+        err.partial_solution = solution_so_far()
+    except Exception:  # noqa: BLE001  (the original error is the one to report)
+        return
+    if hasattr(err, "add_note"):  # Python ≥ 3.11
+        err.add_note(f"conserve: the run stopped after step {n} (t = {t:.6g} s); its {n} steps are kept in "
+                     "err.partial_solution (after an uncaught error in an interactive session: "
+                     "sys.last_value.partial_solution).")
+
+
+def refuse_non_finite_energy(assembly, first, t0, who="simulate"):
+    """A ModelError naming the laws if the initial node's (``first``, a piece) energy is not finite."""
+    energy = first["diag_kinetic_energy"] + first["diag_potential_energy"]
+    if not np.all(np.isfinite(energy)):
+        culprits = non_finite_laws(assembly, assembly.initial_state, t0, 0.0, ("", "")) or ["the kinetic energy"]
+        raise ModelError(f"{who}: the initial state's energy is not finite: {', '.join(culprits)} at t0 = {t0:g} s. "
+                         "A law is evaluated outside its domain there (a log or root of a negative number, a "
+                         "division by a zero distance): move the parts or fix the law.")
+
+
+def check_progress(progress, who="simulate"):
+    """A clear error for a ``progress`` that is neither None nor callable."""
+    if progress is not None and not callable(progress):
+        raise ModelError(f"{who}: progress must be a callable progress(done, total), called after every chunk, or "
+                         f"None; got {progress!r} (a text bar: conserve.progress.ProgressBar('label')).")
 
 
 def first_piece(model: Model, state: State, t0):
@@ -573,9 +624,47 @@ def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
     return solution
 
 
+def non_finite_laws(assembly, state: State, t, h, where=(" at the step's start",
+                                                          " at its end predicted from the start velocities")) -> list:
+    """Where a step's NaN comes from: the potentials whose energy and the motors and loads whose
+    power are not finite at the step's start (``state`` at t_n = t, the laws at t + h/2) or at its
+    end predicted from there (q_n + h v_n at t + h), as phrases naming them (and ``where``)."""
+    ends = State(*(np.stack([a, a + h * np.asarray(state.v)]) if k == "q" else np.stack([a, a])
+                   for k, a in zip(State._fields, (np.asarray(x) for x in state))))
+    energies, powers = (np.asarray(a) for a in _law_values(assembly.model, ends, np.array([t + 0.5 * h, t + h])))
+    layout = assembly.layout
+    found = {}  # name: phrase, the first place it is not finite
+    for k in (0, 1):
+        for name, e in zip(layout.potential_names, energies[k]):
+            if not np.isfinite(e):
+                found.setdefault(name, f"the potential energy of '{name}' ({e:.3g} J{where[k]})")
+        for name, w in zip(layout.work_names, powers[k]):
+            if not np.isfinite(w):
+                found.setdefault(name, f"the power of '{name}' ({w:.3g} W{where[k]})")
+    return list(found.values())
+
+
+@jit_quick(mode="once")
+def _law_values(model: Model, states: State, t):
+    """(each potential's energy (J), each motor's and load's power (W)) at each of the states
+    (stacked) and times t."""
+    def values(state, t):
+        return (model.potential_energies(state.q),
+                model.applied_forces(t, state.q, state.v, state.s, state.theta, state.p)[2])
+
+    with bound(model.parameters):
+        return jax.vmap(values)(states, t)
+
+
 def _failure(n, t, h, newton, history, solution, settings):
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
+    if not finite:  # name the laws that give it, at the step's start
+        last = State(*(np.asarray(getattr(solution, k))[-1] for k in NODE_FIELDS), np.zeros_like(solution.q[-1]))
+        culprits = non_finite_laws(solution.assembly, last, t, h)
+        if culprits:
+            what += (f"; not finite: {', '.join(culprits)} — a law evaluated outside its domain (a log or root "
+                     "of a negative number, a division by a zero distance) or returning NaN")
     tail = history[-4:]
     at_roundoff = history <= 1e-12 * max(history[0], 1.0)
     if finite and at_roundoff[-1] and not np.any(at_roundoff[:-1]):

@@ -109,6 +109,19 @@ def _jumping_force():
     return cs.simulate(cs.System([bob, kick]), 4 * h, h, newton=cs.Newton(max_iterations=4))
 
 
+def _at_the_centre_of_gravity():
+    """A point mass at the centre of a central gravity field, where its potential energy is −∞."""
+    return cs.simulate(cs.System([cs.PointMass("sat", 1.0), cs.CentralGravity(3.986e14)]), 1.0, 1e-2)
+
+
+def _thrust_turning_nan():
+    """A thrust law that returns NaN after t = 0.05 s."""
+    plate = body("plate")
+    thrust = cs.Force(plate, lambda t, s: jnp.where(t > 0.05, jnp.nan, 1.0) * jnp.array([1.0, 0.0, 0.0]),
+                      name="thrust")
+    return cs.simulate(cs.System([plate, thrust]), 0.1, 1e-2)
+
+
 def _open_joint_in_orbit():
     """Two bodies 7000 km from the origin, their ball joint 50 µm open."""
     x = np.array([7.0e6, 0.0, 0.0])
@@ -199,6 +212,8 @@ CASES = [
      cs.InvalidMass, "wheel"),
     ("more steps than a run can count", lambda: cs.simulate(one_body(), 1e12, 1e-3), cs.ModelError, "steps"),
     ("a force law that jumps", _jumping_force, cs.ConvergenceError, "stalled"),
+    ("a part where a potential is infinite", _at_the_centre_of_gravity, cs.ModelError, "'sat'"),
+    ("a force law that returns NaN mid-run", _thrust_turning_nan, cs.ConvergenceError, "'thrust'"),
     ("a joint 50 µm open 7000 km from the origin", _open_joint_in_orbit, cs.InconsistentInitialState, "hinge"),
     ("resume with a law whose state cannot be read", _unreadable_law, cs.ModelError, "trust_laws"),
     ("a fast full-body rotor at a coarse step (a warning)", _coarse_spin, cs.CoarseStepWarning, "hybrid"),

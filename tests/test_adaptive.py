@@ -141,3 +141,20 @@ def test_bad_adaptive_options_are_refused_by_name():
                           ({"dt": "adaptive", "backend": "ode"}, "reference integrator")]:
         with pytest.raises(cs.ModelError, match=match):
             cs.simulate(system, 1.0, **kwargs)
+    with pytest.raises(cs.ModelError, match="dt_min must not exceed dt_max"):
+        cs.Adaptive(dt_min=1e-2, dt_max=1e-3)
+
+
+def test_an_adaptive_run_stopped_by_its_progress_callback_keeps_its_nodes(orbits):
+    """An error of the progress callback after the first chunk stops the run with that error, which
+    carries the nodes kept so far: those of the run not stopped."""
+    def stop(done, total):
+        raise RuntimeError("stopped by the progress callback")
+
+    with pytest.raises(RuntimeError, match="stopped by the progress callback") as err:
+        cs.simulate(ORBIT.system(), ORBIT.period, "adaptive", rtol=1e-5, atol=1e-8, progress=stop)
+    partial, whole = err.value.partial_solution, orbits[1e-5]
+    n = len(partial)
+    assert n > 100
+    np.testing.assert_array_equal(partial.t, whole.t[:n])
+    np.testing.assert_array_equal(partial.q, whole.q[:n])

@@ -43,15 +43,17 @@ def test_members_are_the_runs_alone_and_conserve_each():
     assert ensemble.to_xarray().sizes["member"] == 3
 
 
+def bob(z0):
+    """A point mass dropped from z0 onto a potential that is NaN below z = 0."""
+    bob = cs.PointMass("bob", mass=1.0, position=(0.0, 0.0, z0))
+    well = cs.Potential([bob], invariants=lambda f: f.position[2], energy=lambda pi: 1e-3 * jnp.sqrt(pi[0]),
+                        name="sqrt-well")
+    return cs.System([bob, cs.Gravity(), well])
+
+
 def test_a_failing_member_keeps_its_steps_and_the_others_run_on():
     """Point masses falling onto a potential that is NaN below z = 0: the one dropped from 1 m fails
     at t ≈ 0.45 s, keeps every step before, and is recorded; the one from 5 m runs to the end."""
-    def bob(z0):
-        bob = cs.PointMass("bob", mass=1.0, position=(0.0, 0.0, z0))
-        well = cs.Potential([bob], invariants=lambda f: f.position[2], energy=lambda pi: 1e-3 * jnp.sqrt(pi[0]),
-                            name="sqrt-well")
-        return cs.System([bob, cs.Gravity(), well])
-
     ensemble = cs.simulate_batch([bob(1.0), bob(5.0)], 0.6, 1e-3, chunk=64)
     assert list(ensemble.failures) == [0]
     error = ensemble.failures[0]
@@ -64,6 +66,21 @@ def test_a_failing_member_keeps_its_steps_and_the_others_run_on():
     alone = cs.simulate(bob(5.0), 0.6, 1e-3, chunk=64)
     assert np.max(np.abs(other.q - alone.q)) <= 1e-14 * np.max(np.abs(alone.q))
     assert np.isnan(ensemble.stack(lambda sol: sol.q)[0, -1]).all()
+
+
+def test_an_ensemble_stopped_between_chunks_keeps_the_steps_it_took():
+    """An error of the progress callback (or Ctrl-C) between chunks stops the ensemble with that
+    error, which carries every member's finished steps: those of the member run alone."""
+    def stop(done, total):
+        if done == 128:
+            raise RuntimeError("stopped by the progress callback")
+
+    with pytest.raises(RuntimeError, match="stopped by the progress callback") as err:
+        cs.simulate_batch([bob(1.0), bob(5.0)], 0.6, 1e-3, chunk=64, progress=stop)
+    partial = err.value.partial_solution
+    assert [len(sol) for sol in partial] == [129, 129] and not partial.failures
+    alone = cs.simulate(bob(5.0), 0.6, 1e-3, chunk=64)
+    assert np.max(np.abs(partial[1].q - alone.q[:129])) <= 1e-14 * np.max(np.abs(alone.q))
 
 
 def test_initial_states_of_one_system_and_their_checks():

@@ -114,11 +114,31 @@ def test_joint_to_itself_and_duplicate_names():
 @pytest.mark.parametrize("kw, words", [({"dt": -1e-3}, "dt must be positive"),
                                        ({"dt": 1e-3, "t_end": 0.0}, "t_end"),
                                        ({"dt": 1e-3, "backend": "rk4"}, "unknown backend"),
-                                       ({"dt": 1e-3, "chunk": 0}, "chunk must be an integer")])
+                                       ({"dt": 1e-3, "chunk": 0}, "chunk must be an integer"),
+                                       ({"dt": 1e-3, "progress": True}, "progress must be a callable"),
+                                       ({"dt": 1e-3, "newton": {"tol": 1e-10}}, "newton must be a cs.Newton")])
 def test_bad_simulation_arguments(kw, words):
     args = {"t_end": 1.0, **kw}
     with pytest.raises(cs.ModelError, match=words):
         cs.simulate(cs.problems.free_body(), **args)
+
+
+def test_arguments_of_the_wrong_kind_are_refused_by_name():
+    body = cs.RigidBody("plate", mass=1.0, inertia=(1.0, 2.0, 2.5))
+    with pytest.raises(cs.ModelError, match="as a list"):
+        cs.System(body)
+    with pytest.raises(cs.ModelError, match="coordinates must be a dict"):
+        cs.set_joints(cs.problems.double_pendulum(), [("elbow", 0.5)])
+    with pytest.raises(ValueError, match="tol must lie in"):
+        cs.Newton(tol="1e-10")
+    assert cs.Newton(max_iterations=np.int64(10)).max_iterations == 10  # a numpy integer is an integer
+
+
+def test_a_step_longer_than_the_run_warns_of_swapped_arguments():
+    """simulate(system, t_end, dt) called as (system, dt, t_end): one step to t0 + dt, with a warning."""
+    with pytest.warns(UserWarning, match="longer than the span .* swapped"):
+        sol = cs.simulate(cs.problems.free_body(), 1e-3, 0.5)
+    assert sol.t[-1] == 0.5 and len(sol) == 2
 
 
 def test_nan_mid_run_raises_with_the_partial_solution():
@@ -130,6 +150,7 @@ def test_nan_mid_run_raises_with_the_partial_solution():
     with pytest.raises(cs.ConvergenceError, match=r"step \d+ \(t = .*NaN") as err:
         cs.simulate(system, t_end=1.0, dt=1e-3, chunk=64)
     e = err.value
+    assert "not finite: the potential energy of 'sqrt-well' (nan J at its end predicted" in str(e)
     partial = e.partial_solution
     assert 0.3 < e.time < 0.5
     assert len(partial) == e.step + 1 and partial.t[-1] == pytest.approx(e.time)
@@ -139,6 +160,19 @@ def test_nan_mid_run_raises_with_the_partial_solution():
     assert np.max(np.abs(E - E[0])) <= 1e-10 * abs(E[0])  # everything kept is still exact
     assert len(e.residual_history) >= 1
     assert "energy              max |E - E0|" in partial.summary()
+
+
+def test_laws_that_are_not_finite_are_named():
+    """A point mass at the centre of a central gravity field (its potential energy is −∞ there) is
+    refused before the run; a thrust that turns NaN at t > 0.05 s stops the run there, naming it."""
+    with pytest.raises(cs.ModelError, match="initial state's energy is not finite: the potential energy of 'sat'"):
+        cs.simulate(cs.System([cs.PointMass("sat", 1.0), cs.CentralGravity(1.0)]), 0.1, 1e-2)
+    plate = cs.RigidBody("plate", mass=1.0, inertia=(1.0, 2.0, 2.5))
+    thrust = cs.Force(plate, lambda t, state: jnp.where(t > 0.05, jnp.nan, 1.0) * jnp.array([1.0, 0.0, 0.0]),
+                      name="thrust")
+    with pytest.raises(cs.ConvergenceError, match="step 5 .*not finite: the power of 'thrust'") as err:
+        cs.simulate(cs.System([plate, thrust]), 0.1, 1e-2)
+    assert len(err.value.partial_solution) == 6
 
 
 def test_failure_on_the_first_step_still_summarises_and_saves(tmp_path):

@@ -1,4 +1,4 @@
-"""Step failure recovery (on_failure="subdivide", issues 7 and 14)."""
+"""Step failure recovery (on_failure="subdivide", issues 7 and 14) and runs stopped between chunks."""
 
 import numpy as np
 import pytest
@@ -78,3 +78,21 @@ def test_deep_subdivision_keeps_its_arithmetic_finite():
     assert bool(record.converged) and int(record.substeps) == 2**16
     assert np.all(np.asarray(new.multipliers) == 1.0) and float(record.work[0]) == pytest.approx(1.0)
     np.testing.assert_allclose(new.state.q, 1.0)
+
+
+def test_a_run_stopped_between_chunks_keeps_the_steps_it_took(top):
+    """Ctrl-C (a KeyboardInterrupt) or an error of the progress callback between chunks stops the run
+    with that exception, which carries the finished chunks' steps: those of the run not stopped."""
+    whole = cs.simulate(top, 0.3, 1e-3, chunk=64)
+
+    def stop(done, total):
+        if done == 128:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as err:
+        cs.simulate(top, 0.3, 1e-3, chunk=64, progress=stop)
+    partial = err.value.partial_solution
+    assert len(partial) == 129 and partial.t[-1] == pytest.approx(0.128)
+    np.testing.assert_array_equal(partial.q, whole.q[:129])
+    np.testing.assert_array_equal(partial.multipliers, whole.multipliers[:128])
+    assert np.max(np.abs(partial.energy_balance_error)) <= 1e-12 * abs(partial.energy.total[0])

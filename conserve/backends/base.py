@@ -9,10 +9,11 @@ holding its options, e.g. its Newton options) with a pure step
     carry_{n+1}, record = backend.step(model, carry_n, t_n, h)
 
 on a :class:`Carry` — the :class:`~conserve.model.assembled.State` and the scaled multipliers
-λ̃ = (h²/2) λ of the last step, Newton's next initial guess. The step is traced once and run by
-``jax.lax.scan``; it must be a pure jax function of its array arguments (jit, vmap, and — through
-the implicit-function rule of the Newton solve — grad). Backends that eliminate multipliers
-recover them after the run (:meth:`StepBackend.recover_multipliers`).
+λ̃ = (h²/2) λ of the last step, Newton's next initial guess. The step is traced once and run in
+a compiled loop (a ``jax.lax.while_loop`` over a chunk of steps, :mod:`conserve.simulate`); it
+must be a pure jax function of its array arguments (jit, vmap, and — through the
+implicit-function rule of the Newton solve — grad). Backends that eliminate multipliers recover
+them after the run (:meth:`StepBackend.recover_multipliers`).
 
 A **reference backend** (``"ode"``: scipy's solve_ivp on Thompson's reduced ODE) is not a
 discrete scheme: it integrates a whole run at once and is a separate path of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -60,10 +61,13 @@ class Newton:
     implicit: bool = False
 
     def __post_init__(self):
-        if not (0 < self.tol < 1):
-            raise ValueError(f"Newton: tol must lie in (0, 1), got {self.tol}.")
-        if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
+        if not (isinstance(self.tol, numbers.Real) and 0 < self.tol < 1):
+            raise ValueError(f"Newton: tol must lie in (0, 1), got {self.tol!r}.")
+        if (isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, numbers.Integral)
+                or self.max_iterations < 1):
             raise ValueError(f"Newton: max_iterations must be an integer ≥ 1, got {self.max_iterations!r}.")
+        object.__setattr__(self, "tol", float(self.tol))  # plain Python numbers (hashed with the compiled code)
+        object.__setattr__(self, "max_iterations", int(self.max_iterations))
 
 
 #: A chord correction (with the last Jacobian's factors) is taken instead of a Newton one while it

@@ -283,6 +283,14 @@ class Model:
         return jnp.concatenate(vals) if vals else jnp.zeros((0,), q.dtype)
 
     # --- energy -----------------------------------------------------------------------
+    def potential_energies(self, q):
+        """(n_potentials,) each potential element's energy U(π(q)) in J, in the order of the
+        layout's ``potential_names`` (the joint springs' not included)."""
+        Q = self.blocks(q)
+        energies = [jax.vmap(k.energy)(p, k.invariants(p, Q)) for k, p in zip(self.potential_kinds,
+                                                                            self.potential_params)]
+        return jnp.concatenate([e.reshape(e.shape[0], -1).sum(axis=1) for e in energies] or [jnp.zeros((0,), q.dtype)])
+
     def potential_energy(self, q, s):
         """V = Σ U(π(q)) over potentials + Σ ½ k (s − s_0)² over joint springs, in J."""
         Q = self.blocks(q)

@@ -56,6 +56,7 @@ class Layout:
     body_rotors : rotors modelled as full bodies (``Rotor(..., model="body")``)
     coordinate_names : owners of the tracked joint coordinates s (springs, dampers, motors)
     work_names : owners of the entries of the per-step work (joint motors, loads, rotor motors)
+    potential_names : owners of the potentials, in the order of ``Model.potential_energies``
     dissipation_names : owners of the per-step dissipation (joint dampers, then rotor bearings)
     rank, degrees_of_freedom : of the assembled system
     sketch : what a picture needs (:mod:`conserve.animation`): {"links": [(name, kind, part a,
@@ -74,6 +75,7 @@ class Layout:
     dropped_rows: list = field(default_factory=list)
     coordinate_names: list = field(default_factory=list)
     work_names: list = field(default_factory=list)
+    potential_names: list = field(default_factory=list)
     dissipation_names: list = field(default_factory=list)
     rank: int = 0
     degrees_of_freedom: int = 0
@@ -165,6 +167,9 @@ class System:
 
     def __init__(self, elements=()):
         self.elements, self.body_rotors = [], []
+        if isinstance(elements, Element):
+            raise ModelError(f"System: give the elements as a list, System([...]), got the single element "
+                             f"{elements!r}.")
         for e in elements:
             self.add(e)
 
@@ -284,6 +289,7 @@ def stacked_terms(terms, layout: Layout, tree_owners):
                 layout.constraint_rows.extend((t.owner, r) for r in labels)
                 row_priority.extend((priority[id(t)], j) for j in range(len(labels)))
     layout.coordinate_names = [t.owner for _, _, ts in groups["coordinate"] for t in ts]
+    layout.potential_names = [t.owner for _, _, ts in groups["potential"] for t in ts]
     layout.work_names = ([t.owner for k, _, ts in groups["coordinate"] if k.motor is not None for t in ts]
                          + [t.owner for _, _, ts in groups["load"] for t in ts]
                          + [r.name for r in layout.rotors if r.motor is not None]
