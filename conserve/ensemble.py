@@ -309,7 +309,13 @@ def _initial_gaps(model, state):
 
 def _check_states(model, batch, state, first):
     """Raise InconsistentInitialState naming the first member and joint whose initial positions or
-    velocities leave the constraints (all members at once, compiled)."""
+    velocities leave the constraints (all members at once, compiled), or whose state is not finite."""
+    for k in ("q", "v", "p", "theta", "s"):
+        values = np.asarray(getattr(state, k)).reshape(len(np.asarray(state.q)), -1)
+        if not np.all(np.isfinite(values)):
+            i = int(np.argwhere(~np.isfinite(values))[0, 0])
+            raise InconsistentInitialState(f"simulate_batch: member {i}: its initial state's {k} holds NaN or inf; "
+                                           "give every member finite positions, velocities and spins.")
     if not first.layout.constraint_rows:
         return
     gap, tol, rate, vtol = (np.asarray(a) for a in _per_member(_initial_gaps, batch, model, state))

@@ -85,7 +85,7 @@ def test_an_ensemble_stopped_between_chunks_keeps_the_steps_it_took():
 
 def test_initial_states_of_one_system_and_their_checks():
     """One system with a batch of initial states; a state off the joint is refused, naming the
-    member and the joint, and so is a member of another structure."""
+    member and the joint, and so are a state with a NaN and a member of another structure."""
     assembly = problems.heavy_top().assemble()
     states = [_spun(assembly, w) for w in (0.0, 2.0)]
     ensemble = cs.simulate_batch(assembly, 0.01, 1e-3, initial_states=states)
@@ -97,6 +97,9 @@ def test_initial_states_of_one_system_and_their_checks():
     moving = states[1]._replace(v=states[1].v.at[0].add(1e-3))
     with pytest.raises(InconsistentInitialState, match=r"member 1: the initial velocities violate 'tip'"):
         cs.simulate_batch(assembly, 0.01, 1e-3, initial_states=[states[0], moving])
+    nan = states[1]._replace(v=states[1].v.at[4].set(jnp.nan))
+    with pytest.raises(InconsistentInitialState, match=r"member 1: its initial state's v holds NaN"):
+        cs.simulate_batch(assembly, 0.01, 1e-3, initial_states=[states[0], nan])
     with pytest.raises(cs.ModelError, match="another structure"):
         cs.simulate_batch([assembly, problems.free_body()], 0.01, 1e-3)
 
