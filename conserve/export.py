@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +24,10 @@ FORMAT_VERSION = 2
 
 
 def save(sol, path):
-    """Write all arrays and metadata of ``sol`` to an .npz file (format version FORMAT_VERSION)."""
+    """Write all arrays and metadata of ``sol`` to an .npz file (format version FORMAT_VERSION;
+    ``.npz`` is appended to a name without it, as numpy does)."""
+    if Path(path).is_dir():  # numpy would write "<directory>.npz" beside it
+        raise FileError(f"Solution.save: {path} is a directory; give a file name, e.g. {Path(path) / 'run.npz'}.")
     meta = {"format_version": FORMAT_VERSION, "layout": sol.layout, "stats": sol.stats}
     np.savez(path, meta=json.dumps(meta), **{k: getattr(sol, k) for k in sol._arrays},
              **{f"diag_{k}": a for k, a in sol.diagnostics.items()})

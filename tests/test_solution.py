@@ -77,6 +77,13 @@ def test_version_1_files_still_load(sol, tmp_path):
         cs.Solution.load(tmp_path / "new.npz")
 
 
+def test_saving_to_a_directory_is_refused(sol, tmp_path):
+    """numpy would write "<directory>.npz" beside the directory; the error asks for a file name."""
+    with pytest.raises(cs.FileError, match="is a directory; give a file name"):
+        sol.save(tmp_path)
+    assert not tmp_path.with_suffix(".npz").exists()
+
+
 def test_xarray_and_netcdf_export(sol, tmp_path):
     xr = pytest.importorskip("xarray")
     ds = sol.to_xarray()
