@@ -109,6 +109,13 @@ def _jumping_force():
     return cs.simulate(cs.System([bob, kick]), 4 * h, h, newton=cs.Newton(max_iterations=4))
 
 
+def _hinged_point_mass():
+    """A hinge on a point mass (at its own position, as a point mass's joints must be): its axis
+    equations would fix an orientation the point mass does not have."""
+    bob = cs.PointMass("bob", 1.0, position=(0.0, 0.0, -1.0))
+    return cs.System([bob, cs.Revolute(cs.ground, bob, at=(0, 0, -1), axis=(1, 0, 0), name="hinge")]).assemble()
+
+
 def _at_the_centre_of_gravity():
     """A point mass at the centre of a central gravity field, where its potential energy is −∞."""
     return cs.simulate(cs.System([cs.PointMass("sat", 1.0), cs.CentralGravity(3.986e14)]), 1.0, 1e-2)
@@ -212,6 +219,7 @@ CASES = [
      cs.InvalidMass, "wheel"),
     ("more steps than a run can count", lambda: cs.simulate(one_body(), 1e12, 1e-3), cs.ModelError, "steps"),
     ("a force law that jumps", _jumping_force, cs.ConvergenceError, "stalled"),
+    ("a hinge's axis on a point mass (no orientation to fix)", _hinged_point_mass, cs.ModelError, "'hinge'"),
     ("a part where a potential is infinite", _at_the_centre_of_gravity, cs.ModelError, "'sat'"),
     ("a force law that returns NaN mid-run", _thrust_turning_nan, cs.ConvergenceError, "'thrust'"),
     ("a joint 50 µm open 7000 km from the origin", _open_joint_in_orbit, cs.InconsistentInitialState, "hinge"),

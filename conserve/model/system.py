@@ -4,7 +4,8 @@ Assembly fixes the coordinate layout (parts in order of appearance, each owning 
 3-vector blocks), groups elements by kind, and checks the initial state: positions and
 velocities on the constraints. It computes the rank of the constraint Jacobian G(q0): dependent
 (redundant) rows — closed planar loops in 3-D, a joint stated twice — are named and, by
-default, dropped so that the remaining rows have full rank; all rows are still monitored.
+default, dropped so that the remaining rows have full rank; all rows are still monitored. A row
+whose gradient is zero constrains nothing (a hinge's axis on a point mass) and is refused.
 """
 
 from __future__ import annotations
@@ -499,6 +500,15 @@ def checked_constraints(model: Model, layout: Layout, state: State, row_priority
         return ()
     g, tol, rates, vtol, G = (np.asarray(a) for a in initial_gaps(model, state, jnp.asarray(spin_rates)))
     refuse_gaps(layout, g, tol, rates, vtol)
+    void = np.flatnonzero(np.all(G == 0.0, axis=1))
+    if void.size:  # equations that constrain nothing: not redundant but a modelling error
+        which = ", ".join(f"'{layout.constraint_rows[i][0]}' ({layout.constraint_rows[i][1]})" for i in void)
+        raise ModelError(
+            f"{which}: {'these equations constrain' if void.size > 1 else 'this equation constrains'} nothing at the "
+            "initial configuration (the gradient is zero): a joint fixing the orientation of a point mass, which has "
+            "none (its axes are the inertial ones: the joint acts like a Spherical one), or a kinematic singularity "
+            "(a Distance of length zero). Use a RigidBody for a part whose orientation the joint must fix, or "
+            "another joint.")
     order = sorted(range(len(row_priority)), key=lambda i: row_priority[i])
     keep = independent_rows(G, order)
     layout.rank = len(keep)
