@@ -659,9 +659,12 @@ def _law_values(model: Model, states: State, t):
 def _failure(n, t, h, newton, history, solution, settings):
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
-    if not finite:  # name the laws that give it, at the step's start
+    if not finite:  # name the laws that give it (a diagnosis that fails must not cost the partial solution)
         last = State(*(np.asarray(getattr(solution, k))[-1] for k in NODE_FIELDS), np.zeros_like(solution.q[-1]))
-        culprits = non_finite_laws(solution.assembly, last, t, h)
+        try:
+            culprits = non_finite_laws(solution.assembly, last, t, h)
+        except Exception:  # noqa: BLE001
+            culprits = []
         if culprits:
             what += (f"; not finite: {', '.join(culprits)} — a law evaluated outside its domain (a log or root "
                      "of a negative number, a division by a zero distance) or returning NaN")
