@@ -629,9 +629,9 @@ def non_finite_laws(assembly, state: State, t, h, where=(" at the step's start",
     """Where a step's NaN comes from: the potentials whose energy and the motors and loads whose
     power are not finite at the step's start (``state`` at t_n = t, the laws at t + h/2) or at its
     end predicted from there (q_n + h v_n at t + h), as phrases naming them (and ``where``)."""
-    ends = State(*(np.stack([a, a + h * np.asarray(state.v)]) if k == "q" else np.stack([a, a])
-                   for k, a in zip(State._fields, (np.asarray(x) for x in state))))
-    energies, powers = (np.asarray(a) for a in _law_values(assembly.model, ends, np.array([t + 0.5 * h, t + h])))
+    both = jax.tree.map(lambda a: np.stack([a, a]), state)  # the start, and the end predicted from it
+    both = both._replace(q=both.q + np.array([[0.0], [h]]) * both.v)
+    energies, powers = (np.asarray(a) for a in _law_values(assembly.model, both, np.array([t + 0.5 * h, t + h])))
     layout = assembly.layout
     found = {}  # name: phrase, the first place it is not finite
     for k in (0, 1):
