@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .backends import BACKENDS, Carry, StepBackend
 from .compilation import jit_quick
@@ -55,7 +56,8 @@ def step(model, state: State, t, h, *, backend="director", newton: Newton = Newt
         outside jit). A pytree: its arrays may be traced, so derivatives with respect to masses,
         inertias and stiffnesses work too.
     state : :class:`~conserve.model.assembled.State` at t (e.g. :func:`initial_state`)
-    t, h : float, s (scalars, may be traced)
+    t, h : float, s (scalars, may be traced; h ≠ 0, a negative h steps back in time — the midpoint
+        rule is symmetric; a concrete zero or non-finite value is refused with a ModelError)
     backend : "director" or "reduced" (the same discrete trajectory, see
         :mod:`conserve.backends`) or a :class:`~conserve.backends.base.StepBackend` object (its own
         Newton options then apply; ``newton`` is ignored)
@@ -71,6 +73,7 @@ def step(model, state: State, t, h, *, backend="director", newton: Newton = Newt
         backend eliminates are 0; :meth:`~conserve.backends.base.StepBackend.recover_multipliers`)
     """
     model, backend = _model(model, "step"), _stepper(backend, newton, "step")
+    _check_times(t, h, "step")
     lam = jnp.zeros(model.n_constraints, state.q.dtype) if multipliers is None else multipliers
     return _step(model, state, lam, t, h, backend)
 
@@ -100,7 +103,7 @@ def trajectory(model, state: State, t0, h, n_steps: int, *, backend="director",
     Parameters
     ----------
     model, state, backend, newton : as in :func:`step`
-    t0, h : float, s (may be traced)
+    t0, h : float, s (may be traced; h ≠ 0, as in :func:`step`)
     n_steps : int ≥ 1 (static: one compilation per length)
 
     Returns
@@ -111,6 +114,7 @@ def trajectory(model, state: State, t0, h, n_steps: int, *, backend="director",
     model, backend = _model(model, "trajectory"), _stepper(backend, newton, "trajectory")
     if not (isinstance(n_steps, int) and n_steps >= 1):
         raise ModelError(f"trajectory: n_steps must be an integer ≥ 1, got {n_steps!r}.")
+    _check_times(t0, h, "trajectory")
     return _trajectory(model, state, t0, h, n_steps, backend)
 
 
@@ -137,6 +141,25 @@ def _model(model, who) -> Model:
     if not isinstance(model, Model):
         raise ModelError(f"{who}: expected a Model (assembly.model), got {type(model).__name__}.")
     return model
+
+
+def _check_times(t, h, who):
+    """Refuse a concrete time or step size that is not a finite number, and a zero step (its
+    velocities 2Δq/h are undefined: Newton would only report no convergence); traced values
+    (inside jit, vmap, grad) are the caller's to check. A negative h is a step backwards in time
+    (the midpoint rule is symmetric)."""
+    for name, value in (("t" if who == "step" else "t0", t), ("h", h)):
+        if isinstance(value, jax.core.Tracer):
+            continue
+        try:
+            number = None if isinstance(value, (str, bytes)) else np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            number = None
+        if number is None or number.shape != () or not np.isfinite(number):
+            raise ModelError(f"{who}: {name} must be one finite number (s), got {value!r}.")
+        if name == "h" and number == 0.0:
+            raise ModelError(f"{who}: h = 0 is no step (its velocities 2Δq/h are undefined); give a step size "
+                             "h ≠ 0 in s (negative steps back in time).")
 
 
 def _stepper(backend, newton, who) -> StepBackend:

@@ -218,6 +218,8 @@ CASES = [
                                                        transverse_inertia=0.012, model="body"),
      cs.InvalidMass, "wheel"),
     ("more steps than a run can count", lambda: cs.simulate(one_body(), 1e12, 1e-3), cs.ModelError, "steps"),
+    ("a pure step of zero length", lambda: cs.step(one_body().assemble(), cs.initial_state(one_body()), 0.0, 0.0),
+     cs.ModelError, "h = 0"),
     ("a force law that jumps", _jumping_force, cs.ConvergenceError, "stalled"),
     ("a hinge's axis on a point mass (no orientation to fix)", _hinged_point_mass, cs.ModelError, "'hinge'"),
     ("a part where a potential is infinite", _at_the_centre_of_gravity, cs.ModelError, "'sat'"),
