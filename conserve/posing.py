@@ -26,6 +26,7 @@ refused (the state would have to solve the loop's closure).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 
 import jax.numpy as jnp
@@ -51,7 +52,7 @@ def set_joints(system, coordinates=None, rates=None, *, project_velocities=False
     system : System (assembled here, with ``project_velocities``) or Assembly
     coordinates : {joint name: value} for a joint with one coordinate (Revolute: angle in rad,
         Prismatic: slide in m), or {joint name: {"angle": rad, "slide": m}} (Cylindrical, or to
-        be explicit)
+        be explicit); an angle of more than two turns warns (likely meant in degrees)
     rates : the same for their rates (rad/s, m/s)
     project_velocities : for a System: assemble it with ``project_velocities=True`` (its given
         velocities projected onto the constraints first, :func:`conserve.model.system.projected_velocities`)
@@ -81,6 +82,11 @@ def set_joints(system, coordinates=None, rates=None, *, project_velocities=False
     for slot, (_, target, _) in positions.items():
         du[slot] = target - current[slot]
     angle_slots = [s for s, (kind, _, _) in positions.items() if kind == "angle"]
+    for kind, target, name in positions.values():  # 90 meant as 90°: a start 14 turns away, silently
+        if kind == "angle" and abs(target) > 4.0 * np.pi:
+            warnings.warn(f"set_joints: joint '{name}' angle {target:g} rad is more than two turns "
+                          f"({target / 2 / np.pi:.3g} turns); angles are in radians (np.radians({target:g}) for "
+                          f"{target:g}°).", UserWarning, stacklevel=2)
     pieces = max([1] + [math.ceil(abs(du[s]) / (0.49 * np.pi)) for s in angle_slots])
     u = du / pieces
     u[angle_slots] = 2.0 * np.tan(u[angle_slots] / 2.0)

@@ -157,6 +157,14 @@ def _coarse_spin():
         return cs.simulate(cs.System([core, wheel]), 0.1, 0.05)
 
 
+def _degrees():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        return cs.set_joints(cs.problems.double_pendulum(), {"elbow": 90})
+
+
 def _foreign_file():
     path = _scratch("file") / "run.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -227,6 +235,7 @@ CASES = [
     ("a joint 50 µm open 7000 km from the origin", _open_joint_in_orbit, cs.InconsistentInitialState, "hinge"),
     ("resume with a law whose state cannot be read", _unreadable_law, cs.ModelError, "trust_laws"),
     ("a fast full-body rotor at a coarse step (a warning)", _coarse_spin, cs.CoarseStepWarning, "hybrid"),
+    ("a joint angle in degrees (a warning)", _degrees, UserWarning, "'elbow'"),
 ]
 
 

@@ -80,6 +80,8 @@ def test_bad_joint_coordinates_are_refused_clearly():
         cs.set_joints(chain(), rates={"j1": np.nan})
     with pytest.raises(ModelError, match="outside its kinematic tree \\(guide: kinematic loops"):
         cs.set_joints(problems.slider_crank(), {"crank bearing": 0.2})
+    with pytest.warns(UserWarning, match="'j1' angle 90 rad is more than two turns .*np.radians\\(90\\)"):
+        cs.set_joints(chain(), {"j1": 90})  # 90° meant: set as given (in rad), with a warning
 
 
 def test_projected_velocities_satisfy_the_joints_and_report_the_change():
