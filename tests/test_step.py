@@ -84,16 +84,22 @@ def test_step_refuses_the_reference_backend(top):
                                            (0.0, "1e-3", "h must be one finite")])
 def test_step_refuses_a_zero_or_non_finite_time_step(top, t, h, message):
     """A concrete zero or non-finite step (or time) is refused by name instead of returning an
-    unconverged step; a negative step is a step back in time and returns the state it came from."""
+    unconverged step."""
     assembly, state = top
     with pytest.raises(cs.ModelError, match=message):
         cs.step(assembly, state, t, h)
     with pytest.raises(cs.ModelError, match=message.replace("t must", "t0 must")):
         cs.trajectory(assembly, state, t, h, 2)
+
+
+def test_a_negative_step_goes_back_to_where_the_step_came_from(top):
+    """The midpoint rule is symmetric: a step of −h from the end of a step of h is its start."""
+    assembly, state = top
     forward, _ = cs.step(assembly, state, 0.0, H)
     back, record = cs.step(assembly, forward, H, -H)
     assert bool(record.converged)
     assert float(jnp.max(jnp.abs(back.q - state.q))) <= 1e-12
+    assert float(jnp.max(jnp.abs(back.v - state.v))) <= 1e-12 * float(jnp.max(jnp.abs(state.v)))
 
 
 def _relative_gap(f, x0, eps=1e-5):
