@@ -51,6 +51,7 @@ import numpy as np
 from .backends import Carry, StepBackend
 from .discrete.newton import run_if
 from .errors import ConvergenceError, ModelError
+from .failures import keep_partial
 from .model.parameters import bound
 from .solution import diagnostics
 
@@ -227,7 +228,7 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
     """The adaptive run of :func:`conserve.simulate` (its checked arguments; ``first`` the node at
     t0 as a piece): (Solution, ConvergenceError or None)."""
     from .compilation import compiler_options
-    from .simulate import NODE_FIELDS, assemble_solution, keep_partial
+    from .simulate import NODE_FIELDS, assemble_solution
 
     model = assembly.model
     t0, t_end, chunk = settings["t0"], settings["t_end"], settings["chunk"]

@@ -33,12 +33,13 @@ import numpy as np
 from .compilation import jit_quick
 from .backends import ReferenceBackend
 from .errors import ConvergenceError, InconsistentInitialState, ModelError
+from .failures import keep_partial
 from .fingerprint import fingerprint
 from .model.assembled import State
 from .model.parameters import bound
 from .model.system import as_assembly, initial_gaps
 from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, check_mode, check_progress,
-                       compile_chunks, keep_partial, model_axes, piece, resolve_backend, time_grid, warn_coarse_steps)
+                       compile_chunks, model_axes, piece, resolve_backend, time_grid, warn_coarse_steps)
 from .solution import Solution, node_diagnostics
 
 

@@ -22,7 +22,7 @@ LAYERS = [
     ("model", ["conserve.model"]),
     ("discrete", ["conserve.discrete"]),
     ("backends", ["conserve.backends"]),
-    ("run", ["conserve.simulate", "conserve.adaptive", "conserve.ensemble", "conserve.stepping", "conserve.solution", "conserve.checkpoint",
+    ("run", ["conserve.simulate", "conserve.failures", "conserve.adaptive", "conserve.ensemble", "conserve.stepping", "conserve.solution", "conserve.checkpoint",
              "conserve.fingerprint", "conserve.export", "conserve.linearize", "conserve.reactions",
              "conserve.progress", "conserve.animation", "conserve.plotting", "conserve.sensors",
              "conserve.posing"]),

@@ -1,0 +1,117 @@
+"""What a run that goes wrong says and keeps: the ConvergenceError of a failed step (what Newton
+did, why, what to try), the laws that turn a step's numbers into NaN, the refusal of a non-finite
+initial energy, and the partial Solution an interrupted run (Ctrl-C, a failing ``progress``
+callback) hands on with its exception. Used by :func:`conserve.simulate` (fixed and adaptive
+steps) and :func:`conserve.simulate_batch`."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from .compilation import jit_quick
+from .errors import ConvergenceError, ModelError
+from .model.assembled import Model, State
+from .model.parameters import bound
+
+
+def keep_partial(err: BaseException, solution_so_far, n, t):
+    """Give an exception that stops a run between its chunks — an error of the ``progress``
+    callback, Ctrl-C (KeyboardInterrupt) — what the finished chunks computed: ``err.partial_solution``
+    = ``solution_so_far()`` (n steps, to t in s) and a note saying so; the exception keeps its type.
+    If the Solution cannot be built (the error came from building it), the exception goes on as it is."""
+    try:
+        err.partial_solution = solution_so_far()
+    except Exception:  # noqa: BLE001  (the original error is the one to report)
+        return
+    if hasattr(err, "add_note"):  # Python ≥ 3.11
+        err.add_note(f"conserve: the run stopped after step {n} (t = {t:.6g} s); its {n} steps are kept in "
+                     "err.partial_solution (after an uncaught error in an interactive session: "
+                     "sys.last_value.partial_solution).")
+
+
+def refuse_non_finite_energy(assembly, first, t0, who="simulate"):
+    """A ModelError naming the laws if the initial node's (``first``, a piece) energy is not finite."""
+    energy = first["diag_kinetic_energy"] + first["diag_potential_energy"]
+    if not np.all(np.isfinite(energy)):
+        culprits = non_finite_laws(assembly, assembly.initial_state, t0, 0.0, ("", "")) or ["the kinetic energy"]
+        raise ModelError(f"{who}: the initial state's energy is not finite: {', '.join(culprits)} at t0 = {t0:g} s. "
+                         "A law is evaluated outside its domain there (a log or root of a negative number, a "
+                         "division by a zero distance): move the parts or fix the law.")
+
+
+def non_finite_laws(assembly, state: State, t, h, where=(" at the step's start",
+                                                          " at its end predicted from the start velocities")) -> list:
+    """Where a step's NaN comes from: the potentials whose energy and the motors and loads whose
+    power are not finite at the step's start (``state`` at t_n = t, the laws at t + h/2) or at its
+    end predicted from there (q_n + h v_n at t + h), as phrases naming them (and ``where``)."""
+    both = jax.tree.map(lambda a: np.stack([a, a]), state)  # the start, and the end predicted from it
+    both = both._replace(q=both.q + np.array([[0.0], [h]]) * both.v)
+    energies, powers = (np.asarray(a) for a in _law_values(assembly.model, both, np.array([t + 0.5 * h, t + h])))
+    layout = assembly.layout
+    found = {}  # name: phrase, the first place it is not finite
+    for k in (0, 1):
+        for name, e in zip(layout.potential_names, energies[k]):
+            if not np.isfinite(e):
+                found.setdefault(name, f"the potential energy of '{name}' ({e:.3g} J{where[k]})")
+        for name, w in zip(layout.work_names, powers[k]):
+            if not np.isfinite(w):
+                found.setdefault(name, f"the power of '{name}' ({w:.3g} W{where[k]})")
+    return list(found.values())
+
+
+@jit_quick(mode="once")
+def _law_values(model: Model, states: State, t):
+    """(each potential's energy (J), each motor's and load's power (W)) at each of the states
+    (stacked) and times t."""
+    def values(state, t):
+        return (model.potential_energies(state.q),
+                model.applied_forces(t, state.q, state.v, state.s, state.theta, state.p)[2])
+
+    with bound(model.parameters):
+        return jax.vmap(values)(states, t)
+
+
+def convergence_error(n, t, h, newton, history, solution, settings) -> ConvergenceError:
+    """The ConvergenceError of a run whose step n (t → t + h in s) failed: what Newton did (from its
+    residual ``history``), why (a NaN's laws by :func:`non_finite_laws`, a stalled residual, a
+    singular Newton matrix), what to try, and the ``solution`` of the n converged steps."""
+    finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
+    what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
+    if not finite:  # name the laws that give it (a diagnosis that fails must not cost the partial solution)
+        last = State(*(np.asarray(getattr(solution, k))[-1] for k in ("q", "v", "s", "p", "theta")),
+                     np.zeros_like(solution.q[-1]))
+        try:
+            culprits = non_finite_laws(solution.assembly, last, t, h)
+        except Exception:  # noqa: BLE001
+            culprits = []
+        if culprits:
+            what += (f"; not finite: {', '.join(culprits)} — a law evaluated outside its domain (a log or root "
+                     "of a negative number, a division by a zero distance) or returning NaN")
+    tail = history[-4:]
+    at_roundoff = history <= 1e-12 * max(history[0], 1.0)
+    if finite and at_roundoff[-1] and not np.any(at_roundoff[:-1]):
+        what += (": the residual reached round-off at the last iteration, too late to confirm the step's "
+                 "error below round-off (one or two more iterations would have)")
+    elif finite and np.any(at_roundoff):
+        what += (" although the residual reached round-off: the Newton matrix is (nearly) singular, e.g. a "
+                 "kinematic singularity (a mechanism at a change point, aligned axes) or constraints that "
+                 "became dependent")
+    elif finite and tail.size > 1 and np.max(tail) <= 4 * np.min(tail):
+        what += (f": the residual stalled at {np.min(tail):.2e}, above round-off, so the equations have no "
+                 "solution near this step — typically a law that jumps (a force or torque switching on a "
+                 "position or velocity threshold; smooth it, e.g. with jnp.tanh) or a kinematic singularity")
+    if settings["on_failure"] == "subdivide":
+        what += f", also when retried as 2 … {2 ** settings['max_subdivisions']} sub-steps"
+    hist = ", ".join(f"{r:.2e}" for r in history)
+    return ConvergenceError(
+        f"step {n} (t = {t:.6g} s -> {t + h:.6g} s): Newton {what}; residual history [{hist}]. "
+        + f"Kept {n} converged steps in err.partial_solution. Try a smaller dt, a larger "
+        "Newton(max_iterations=...)"
+        + (", on_failure='subdivide'" if settings["on_failure"] == "raise" else "")
+        + (f", backend=cs.Director(linear='dense') (this run's Newton matrix is '{solution.stats['newton_matrix']}', "
+           "its sparsity sampled at the start: a coupling that appears later, a force law off at t0, is missed)"
+           if solution.stats["newton_matrix"] in ("tree", "coloured") else "")
+        + ", or check the model for unbounded forces.",
+        partial_solution=solution, step=n, time=t, residual_history=history,
+    )
