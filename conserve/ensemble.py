@@ -134,7 +134,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     carry = _per_member(backend.init, batch, model, state)
     m = len(states)
     n, failed, failures, chunks = np.zeros(m, np.int32), np.zeros(m, bool), {}, []
-    args = (model, carry, jnp.asarray(n), jnp.asarray(n), jnp.float64(t0), jnp.float64(dt))
+    args = (model, carry, n, n, np.float64(t0), np.float64(dt))  # numpy: no dispatch per argument
     run, compile_time = compile_chunks(backend, chunk, args, batch, settings["compile"])
 
     def ensemble(run_time) -> Ensemble:
@@ -168,8 +168,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     try:
         while np.any((n < n_steps) & ~failed):
             n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed
-            (carry, n_new, failed_now, failure), out = run(model, carry, jnp.asarray(n), jnp.asarray(n_end),
-                                                           jnp.float64(t0), jnp.float64(dt))
+            (carry, n_new, failed_now, failure), out = run(model, carry, n, n_end, *args[4:])
             n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
             # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
             times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))

@@ -122,7 +122,10 @@ def compile_chunks(backend, length, args, batch=None, mode="quick"):
     """AOT-compile the chunk runner for these argument shapes once, XLA's code generation by
     ``mode`` ("quick" or "optimized", :mod:`conserve.compilation`); returns (fn, seconds)."""
     leaves, treedef = jax.tree.flatten(args)
-    key = (backend, length, treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves), batch, mode)
+    # the leaves' avals (jnp.result_type would cost ~10 µs per leaf and call)
+    key = (backend, length, treedef, tuple((np.shape(x), np.dtype(x.dtype) if hasattr(x, "dtype") else
+                                            jnp.result_type(x), getattr(x, "weak_type", False)) for x in leaves),
+           batch, mode)
     if key in _compiled:
         _compiled.move_to_end(key)
         return _compiled[key], 0.0
@@ -491,7 +494,8 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     before (dicts of node_*, step_*, diag_* arrays, the checkpoint layout)."""
     model = assembly.model
     t0, dt, n_steps = settings["t0"], settings["dt"], settings["n_steps"]
-    args = (model, carry, jnp.int32(0), jnp.int32(n_steps), jnp.float64(t0), jnp.float64(dt))
+    # numpy scalars, not jax ones: each jax scalar made in Python is a dispatch of its own (~50 µs)
+    args = (model, carry, np.int32(0), np.int32(n_steps), np.float64(t0), np.float64(dt))
     # checkpoints written before the option existed were compiled with XLA's defaults
     run, compile_time = compile_chunks(backend, settings["chunk"], args, mode=settings.get("compile", "optimized"))
 
@@ -499,8 +503,7 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     tic = time.perf_counter()
     try:
         while n < n_steps and not failed:
-            (carry, n_new, failed, failure), out = run(model, carry, jnp.int32(n), jnp.int32(n_steps),
-                                                        jnp.float64(t0), jnp.float64(dt))
+            (carry, n_new, failed, failure), out = run(model, carry, np.int32(n), *args[3:])
             out = jax.tree.map(np.asarray, out)
             taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
             diag = diagnostics(model, jax.tree.map(lambda a: a[:taken], out.node),

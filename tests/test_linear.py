@@ -140,6 +140,21 @@ def test_loop_runs_with_coloured_jacobians_agree_with_dense_ones():
         assert np.max(sol.constraint_residual) <= 1e-10
 
 
+def test_a_model_run_again_is_not_sampled_again(monkeypatch):
+    """The Newton matrix's structure is found once per model object: preparing the same model again
+    (a loop of runs from other initial states) samples no Jacobians and returns the same solver; an
+    equal model built anew is sampled."""
+    from conserve.backends import director
+    assembly = problems.double_four_bar().assemble()
+    found = Director().prepare(assembly.model, assembly.initial_state).linear
+    calls = []
+    monkeypatch.setattr(director, "sampled_jacobians", lambda *args: calls.append(1) or sampled_jacobians(*args))
+    moved = assembly.initial_state._replace(v=0.5 * assembly.initial_state.v)
+    assert Director().prepare(assembly.model, moved).linear is found and not calls
+    other = problems.double_four_bar().assemble()
+    assert Director().prepare(other.model, other.initial_state).linear == found and len(calls) == 1
+
+
 def test_failure_with_a_sampled_pattern_names_the_dense_matrix():
     """A step that fails with a structured Newton matrix (its sparsity sampled at the start) says
     so and how to run with the plain jacfwd matrix."""

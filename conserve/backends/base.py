@@ -141,10 +141,12 @@ class ReferenceBackend(ABC):
         """The size of the integrated ODE state."""
 
 
-def map_steps(fn, *args, block=512):
+def map_steps(fn, *args, block=128):
     """``fn(*args)`` for per-step arrays (pytrees with leading axis N ≥ 1), evaluated in blocks of
     ``block`` steps, the last one padded: a jitted, batched ``fn`` compiles once for any N.
-    Returns numpy arrays with leading axis N."""
+    Returns numpy arrays with leading axis N. (128 rather than 512: a run's first node and a short
+    run pad a quarter as much — a 10-step P5 crane run 10.5 instead of 13.6 ms —, for ~0.4 µs more
+    per step of a long run, 8 calls per 1024 steps instead of 2.)"""
     args = jax.tree.map(np.asarray, args)  # (slicing jax arrays here would compile per shape)
     n = len(jax.tree.leaves(args)[0])
     pad = -n % block

@@ -5,6 +5,8 @@ Betsch and Steinmann 2002; hybrid rotors after Becker, Betsch, Franke and Sieber
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import NamedTuple
@@ -68,7 +70,7 @@ class Director(StepBackend):
     def init(self, model: Model, state: State) -> Carry:
         """The carry at t0: the state, zero multipliers, the :class:`Trend` of the rates at t0
         held constant and, when factors are reused, a Newton memory without any."""
-        lam = jnp.zeros(model.n_constraints, state.q.dtype)
+        lam = np.zeros(model.n_constraints, state.q.dtype)  # numpy: no jax dispatch (~50 µs) per run
         trend = _trend_start(model, state)
         if not (self.reuse is True or (self.reuse == "auto" and isinstance(self.linear, BlockTree))):
             return Carry(state, lam, None, trend)
@@ -121,11 +123,33 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True):
     derivatives (a double pendulum's 29 instead of 44: 82 → 61 µs per step; the P5 crane's 32
     instead of 53), and :class:`~conserve.discrete.linear.Dense` otherwise;
     "dense" is always :class:`~conserve.discrete.linear.Dense` (``jax.jacfwd``); "tree" without a
-    tree (or ``tree_possible`` False) is an error."""
+    tree (or ``tree_possible`` False) is an error. Found once per model object (``_found``)."""
     n_rigid = model.rigid_frames.shape[0]
     nodes = n_rigid + model.n_coordinates // 3 - 4 * n_rigid  # bodies and point masses
     if backend.linear == "dense" or (backend.linear == "auto" and nodes < STRUCTURE_MIN_NODES):
         return Dense()  # too small to gain from structure: skip finding it (a compilation)
+    key = (id(model), backend.linear, tree_possible)
+    if key in _found and _found[key][0]() is model:  # found for this model object before (any state)
+        _found.move_to_end(key)
+        return _found[key][1]
+    solver = _found_solver(backend, model, state, tree_possible)
+    _found[key] = (weakref.ref(model), solver)
+    while len(_found) > MAX_FOUND:
+        _found.popitem(last=False)
+    return solver
+
+
+#: The solvers :func:`linear_solver` found, per model object (its id, and a weak reference that
+#: tells a model from a later one at the same address), at most ``MAX_FOUND``: a model simulated
+#: again (a loop of runs from other initial states, a sweep) is not sampled again (the P5 crane:
+#: 7 ms of a 10-step run's 13 ms). Its initial state then plays no part, as for the members of an
+#: ensemble, which all take the solver found at the first member's.
+_found: OrderedDict = OrderedDict()
+MAX_FOUND = 32
+
+
+def _found_solver(backend, model: Model, state: State, tree_possible):
+    """:func:`linear_solver`'s search: the pattern of sampled Newton matrices, its colouring and tree."""
     jacobians = sampled_jacobians(model, state)
     nq, n = model.n_coordinates, jacobians[0].shape[0]
     # one colouring of the sampled pattern (widened to 3-blocks of coordinates) for either solver
