@@ -15,7 +15,7 @@ with its spin about the figure axis raised by ε·ω_s, ε evenly in [−1 %, +1
 
 By run length: the same comparison for T = 0.01 s and 0.1 s (10 and 100 steps; the loop's mean
 over ``LOOP`` calls, the ensemble's second call), where the fixed cost of a call (checks,
-structure, the first node, building the Solution: ~2 ms for ``cs.simulate``) weighs more.
+the first node, building the Solution: ~2–3 ms for ``cs.simulate``) weighs more.
 
 Gradient cost: ``jax.grad`` of the top's centre-of-mass x after 200 steps with respect to the
 scale of its initial velocity, through ``cs.trajectory`` (an implicit-function solve per step,
