@@ -569,13 +569,18 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
              "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1)),
              "newton_matrix": getattr(getattr(backend, "linear", None), "name", None)}  # "dense", "coloured", "tree"
-    if n and not settings.get("saveat"):  # the multipliers a backend eliminated (the reduced backend's tree rows)
-        lams = backend.recover_multipliers(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t[:-1], h)
-    multipliers = np.zeros((n, len(layout.constraint_rows)))
-    multipliers[:, list(model.constraint_keep)] = lams * (2.0 / np.reshape(h, (-1, 1))**2)
-    solution = Solution(t=t, q=q, v=v, s=s, p=p, theta=theta, multipliers=multipliers,
-                        newton_iterations=iters, work=work, dissipation=dissipation, substeps=substeps,
-                        layout=layout_record(layout), diagnostics=diag, stats=stats, assembly=assembly)
+
+    def multipliers():  # on first access (Solution.deferred)
+        scaled = lams
+        if n and not settings.get("saveat"):  # those a backend eliminated (the reduced backend's tree rows)
+            scaled = backend.recover_multipliers(model, State(q, v, s, p, theta, np.zeros_like(q)), lams, t[:-1], h)
+        full = np.zeros((n, len(layout.constraint_rows)))
+        full[:, list(model.constraint_keep)] = scaled * (2.0 / np.reshape(h, (-1, 1))**2)
+        return full
+
+    solution = Solution.deferred(multipliers, t=t, q=q, v=v, s=s, p=p, theta=theta, newton_iterations=iters,
+                                 work=work, dissipation=dissipation, substeps=substeps,
+                                 layout=layout_record(layout), diagnostics=diag, stats=stats, assembly=assembly)
     if failed:
         history = np.asarray(failure[0])[: int(failure[1])]
         return solution, convergence_error(n, t0 + n * dt, dt, Newton(*settings["newton"]), history, solution, settings)

@@ -156,7 +156,9 @@ class Solution:
     s : (N+1, n_s) joint coordinates of spring-damper-motor elements (``coordinates``)
     p, theta : (N+1, n_r) axial angular momenta (kg m²/s) and spin angles (rad) of hybrid rotors
     multipliers : (N, n_rows) Lagrange multipliers λ_{n+½} of each step (N for a spherical joint:
-        the force on its second part; 0 for dropped redundant rows), rows named by ``constraint_rows``
+        the force on its second part; 0 for dropped redundant rows), rows named by ``constraint_rows``;
+        those a backend eliminated (the reduced one's tree rows) are recovered from the nodes on
+        first access (:meth:`deferred`), so a run whose multipliers nobody reads does not pay for them
     newton_iterations : (N,) iterations per step
     work : (N, n_w) discrete work of each motor and applied load per step, J
     dissipation : (N, n_s) energy removed by each joint damper per step, J (≥ 0)
@@ -190,6 +192,22 @@ class Solution:
 
     def __len__(self):
         return self.t.shape[0]
+
+    @classmethod
+    def deferred(cls, multipliers, **fields) -> Solution:
+        """A Solution whose ``multipliers`` are ``multipliers()`` (an (N, n_rows) array), computed
+        on first access (the reduced backend's recovery after a run: a least-squares solve per step,
+        as costly as a third of the P5 crane's run) and then kept."""
+        solution = cls(multipliers=None, **fields)
+        del solution.multipliers
+        solution._deferred = multipliers
+        return solution
+
+    def __getattr__(self, name):  # only for attributes not set: the deferred multipliers
+        if name == "multipliers" and "_deferred" in self.__dict__:
+            self.multipliers = self.__dict__.pop("_deferred")()
+            return self.multipliers
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
 
     @property
     def parts(self):

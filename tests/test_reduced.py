@@ -118,6 +118,21 @@ SYSTEMS = {
 SLOW = {"P3a body wheels", "crane, hybrid winch (rope cut)", "crane, body winch (coordinate relation cut)"}
 
 
+def test_recovered_multipliers_are_read_saved_and_loaded_as_the_directors(tmp_path):
+    """The multipliers the reduced backend eliminates are recovered from the nodes when first read
+    (a run whose multipliers nobody reads does not pay for them): read, or saved and loaded, they
+    are the director backend's."""
+    assembly = problems.HeavyTop().system().assemble()
+    director = cs.simulate(assembly, 0.05, 2e-3)
+    for read_first in (True, False):
+        reduced = cs.simulate(assembly, 0.05, 2e-3, backend="reduced")
+        early = [reduced.multipliers] if read_first else []
+        reduced.save(tmp_path / "reduced.npz")
+        back = cs.Solution.load(tmp_path / "reduced.npz")
+        for lam in (*early, reduced.multipliers, back.multipliers):
+            assert np.max(np.abs(lam - director.multipliers)) <= 1e-7 * np.max(np.abs(director.multipliers))
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in SYSTEMS])
 def test_reduced_and_director_steps_agree(name):
     make, t_end, dt = SYSTEMS[name]

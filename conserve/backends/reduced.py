@@ -18,7 +18,8 @@ quadratic), and Nᵀ then annihilates H2ᵀ Ḡ_lᵀ λ̃_l = C̄ᵀ λ̃_l. A s
 therefore one of the director step, and vice versa: the same discrete trajectory, with the same
 exact energy balance and momentum maps, for n_t + n_c + 2 n_r unknowns (degrees of freedom plus
 loop equations plus cut rows; a four-bar: 5 instead of 119). The eliminated multipliers follow
-after the run (:func:`recovered_multipliers`) from Ḡᵀ λ̃ = −R1 (consistent, solved by least squares), so
+after the run (:func:`recovered_multipliers`, when the Solution's multipliers are first read:
+``Solution.deferred``) from Ḡᵀ λ̃ = −R1 (consistent, solved by least squares), so
 the Solution's multipliers mean the same in both backends and the step costs only its minimal
 solve (:func:`step`, the *dense form*).
 
