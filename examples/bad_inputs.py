@@ -194,6 +194,7 @@ CASES = [
                                                  name="damper"), cs.ModelError, "damper"),
     ("a joint between a body and itself", _self_joint, cs.ModelError, "revolute(b, b)"),
     ("two parts with the same name", lambda: cs.System([body("a"), body("a")]).assemble(), cs.ModelError, "'a'"),
+    ("a body named 'ground'", lambda: cs.System([body("ground")]).assemble(), cs.ModelError, "cs.ground"),
     ("something that is no element", lambda: cs.System([body(), 3]).assemble(), cs.ModelError, "3"),
     ("a system without bodies", lambda: cs.System([]).assemble(), cs.ModelError, "RigidBody"),
     ("initial velocity violating a joint", _off_constraint, cs.InconsistentInitialState, "distance"),

@@ -195,6 +195,9 @@ class System:
                     continue
                 if p.name in seen and seen[p.name] is not p:
                     raise ModelError(f"System: two different parts are named '{p.name}'; names must be unique.")
+                if p.name == "ground":  # the kinematic tree, reactions and animations would take it for the ground
+                    raise ModelError(f"System: a {type(p).__name__} is named 'ground', the name of the inertial "
+                                     "frame (cs.ground) that joints attach to; give it another name (e.g. 'base').")
                 seen[p.name] = p
         return list(seen.values())
 
