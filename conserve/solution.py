@@ -205,7 +205,8 @@ class Solution:
 
     def __getattr__(self, name):  # only for attributes not set: the deferred multipliers
         if name == "multipliers" and "_deferred" in self.__dict__:
-            self.multipliers = self.__dict__.pop("_deferred")()
+            self.multipliers = self.__dict__["_deferred"]()  # an error here leaves them deferred
+            del self.__dict__["_deferred"]
             return self.multipliers
         raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
 
