@@ -205,10 +205,20 @@ class Solution:
 
     def __getattr__(self, name):  # only for attributes not set: the deferred multipliers
         if name == "multipliers" and "_deferred" in self.__dict__:
-            self.multipliers = self.__dict__["_deferred"]()  # an error here leaves them deferred
+            try:
+                value = self.__dict__["_deferred"]()  # an error leaves them deferred
+            except AttributeError as err:  # not "no attribute multipliers" (hasattr would say False)
+                raise RuntimeError(f"recovering the multipliers failed: {err}") from err
             del self.__dict__["_deferred"]
-            return self.multipliers
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
+            self.multipliers = value
+            return value
+        return object.__getattribute__(self, name)  # the error of a property that failed, as it was
+
+    def __getstate__(self):  # pickled (a worker's result, an error's partial solution) with its multipliers
+        state = dict(self.__dict__)
+        if "_deferred" in state:
+            state["multipliers"] = state.pop("_deferred")()
+        return state
 
     @property
     def parts(self):

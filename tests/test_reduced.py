@@ -3,6 +3,8 @@ annihilates the tree constraints' Jacobian at any configuration (also off the co
 a step's midpoint), the finite update keeps them exactly, and the reduced step reproduces the
 director step's trajectory and multipliers with the same conservation."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -120,9 +122,13 @@ SLOW = {"P3a body wheels", "crane, hybrid winch (rope cut)", "crane, body winch 
 
 def test_recovered_multipliers_are_read_saved_and_loaded_as_the_directors(tmp_path):
     """The multipliers the reduced backend eliminates are recovered from the nodes when first read
-    (a run whose multipliers nobody reads does not pay for them): read, or saved and loaded, they
-    are the director backend's."""
-    assembly = problems.HeavyTop().system().assemble()
+    (a run whose multipliers nobody reads does not pay for them), with the laws reading the model's
+    Parameter values as in the step: read, or saved and loaded, they are the director backend's."""
+    gain = cs.Parameter("gain", 0.0)
+    top = problems.HeavyTop().system()
+    push = cs.Force(top.parts()[0], force=lambda t, state: gain.value * jnp.array([1.0, 0.0, 0.0]), name="push")
+    assembly = cs.System([*top.elements, push]).assemble()
+    assembly = dataclasses.replace(assembly, model=dataclasses.replace(assembly.model, parameters={"gain": 5.0}))
     director = cs.simulate(assembly, 0.05, 2e-3)
     for read_first in (True, False):
         reduced = cs.simulate(assembly, 0.05, 2e-3, backend="reduced")

@@ -1,5 +1,6 @@
 """Solution: part views, export round trips, one compilation per model structure."""
 
+import pickle
 import sys
 
 import numpy as np
@@ -52,6 +53,16 @@ def test_save_load_round_trip(sol, tmp_path):
     np.testing.assert_array_equal(back.energy.total, sol.energy.total)
     np.testing.assert_array_equal(back["top"].rotation, sol["top"].rotation)
     assert back.constraint_rows == sol.constraint_rows
+
+
+def test_a_solution_pickles_with_its_multipliers():
+    """A Solution whose multipliers are still to be computed (on first read) travels by pickle (a
+    worker's result, an error's partial solution) with them."""
+    fresh = cs.simulate(HeavyTop().system(), t_end=0.02, dt=2e-3)
+    back = pickle.loads(pickle.dumps(fresh))
+    for name in ("q", "v", "multipliers"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(fresh, name))
+    assert np.all(np.isfinite(back.multipliers)) and np.max(np.abs(back.multipliers)) > 0
 
 
 def test_load_accepts_the_name_save_was_given(sol, tmp_path):

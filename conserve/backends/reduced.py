@@ -53,6 +53,7 @@ from ..discrete.linear import BlockTree, Coloured, Dense
 from ..discrete.newton import Newton, empty_memory, newton_solve
 from ..discrete.scheme import advance, equations, rotor_weights
 from ..model.assembled import Model, State
+from ..model.parameters import bound
 from . import director, loops
 from .base import Carry, StepBackend, map_steps
 from .director import check_options, linear_solver
@@ -213,7 +214,8 @@ def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
 
 @jit_quick(mode="once")
 def _batch_multipliers(model: Model, before: State, after: State, lams, t, h):
-    return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, 0))(model, before, after, lams, t, h)
+    with bound(model.parameters):  # the laws' Parameters read the model's values, as in the step
+        return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, 0))(model, before, after, lams, t, h)
 
 
 def recovered_multipliers(model: Model, nodes: State, lams, t, h):
