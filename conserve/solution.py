@@ -197,7 +197,9 @@ class Solution:
     def deferred(cls, multipliers, **fields) -> Solution:
         """A Solution whose ``multipliers`` are ``multipliers()`` (an (N, n_rows) array), computed
         on first access (the reduced backend's recovery after a run: a least-squares solve per step,
-        as costly as a third of the P5 crane's run) and then kept."""
+        as costly as a third of the P5 crane's run) and then kept; ``multipliers`` reads the run's
+        nodes, the arrays ``q``, ``v``, … of the Solution, as they are then (change them in place
+        before and the multipliers follow)."""
         solution = cls(multipliers=None, **fields)
         del solution.multipliers
         solution._deferred = multipliers

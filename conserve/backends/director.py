@@ -133,6 +133,7 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True):
         _found.move_to_end(key)
         return _found[key][1]
     solver = _found_solver(backend, model, state, tree_possible)
+    _found.pop(key, None)  # a stale entry of an earlier model at this address: the new one goes last
     _found[key] = (weakref.ref(model), solver)
     while len(_found) > MAX_FOUND:
         _found.popitem(last=False)
