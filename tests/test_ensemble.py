@@ -141,3 +141,31 @@ def test_a_parameter_read_by_laws_is_a_number_of_the_model():
     twice = problems.spacecraft(laws=[lambda t: a.value * t, lambda t: b.value * t, lambda t: 0.0 * t])
     with pytest.raises(cs.ModelError, match="two Parameters are named 'gain'"):
         twice.assemble()
+
+
+def test_every_members_terms_shape_the_newton_matrix():
+    """The Newton matrix's structure is found for all members at once and with the model's
+    parameters: a spring across a 4-bar chain whose stiffness is a cs.Parameter, slack (0) in one
+    member and stiff in the other, couples bars the joints' tree does not, and the stiff member
+    takes the same steps — Newton iterations and positions — whichever member comes first (found
+    from the first member alone, or with the Parameter's own value, the chain was eliminated along
+    its tree and the stiff member needed more iterations)."""
+    direction = np.array([np.sin(0.3), 0.0, -np.cos(0.3)])
+    points = [0.5 * k * direction for k in range(5)]
+    bars = [problems._bar(f"bar{k}", points[k], points[k + 1], omega=(0.0, 0.0, 1.0), pivot=np.zeros(3))
+            for k in range(4)]
+    joints = [cs.Spherical(cs.ground if k == 0 else bars[k - 1], bars[k], at=points[k]) for k in range(4)]
+
+    def spring(k):  # N/m, from the first bar's centre to the last's, relaxed at the start (1.5 m)
+        stiffness = cs.Parameter("stiffness", k)
+        return cs.System([*bars, *joints, cs.Gravity(), cs.Potential(
+            [bars[0], bars[3]], invariants=lambda a, b: jnp.sum((a.position - b.position) ** 2)[None],
+            energy=lambda pi: 0.5 * stiffness.value * (jnp.sqrt(pi[0]) - 1.5) ** 2, name="spring")])
+
+    slack_first, stiff_first = (cs.simulate_batch([spring(k) for k in ks], 0.05, 1e-3) for ks in ((0.0, 1e8),
+                                                                                                  (1e8, 0.0)))
+    assert not slack_first.failures and not stiff_first.failures
+    assert slack_first[1].stats["newton_matrix"] == stiff_first[0].stats["newton_matrix"] != "tree"
+    assert np.array_equal(slack_first[1].newton_iterations, stiff_first[0].newton_iterations)
+    assert np.max(np.abs(slack_first[1].q - stiff_first[0].q)) <= 1e-13
+    assert relative_drift(slack_first[1].energy.total) <= 1e-12

@@ -20,6 +20,7 @@ from ..discrete.linear import BlockTree, Dense, block_tree, coloured
 from ..discrete.newton import Newton, empty_memory, newton_solve
 from ..discrete.scheme import advance, equations, predictor, rotor_weights, spin_rates, turn_rates
 from ..model.assembled import Model, State
+from ..model.parameters import bound
 from .base import Carry, StepBackend
 
 
@@ -192,9 +193,10 @@ def _sample_jacobians(model, state, noise):
     """(k, n, n) the step's dense Newton matrices for h = 1e-3 s at the initial guess plus each
     row of noise (k, n) (compiled once per model structure)."""
     nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
-    x0 = initial_guess(model, state, jnp.zeros(nc), 1e-3)
-    jacobian = jax.jacfwd(lambda x: _residual(model, state, jnp.float64(0.0), 1e-3, x, nq, nc, nr))
-    return jax.lax.map(lambda e: jacobian(x0 + e), noise)
+    with bound(model.parameters):  # the laws' Parameters read the model's values, as in the step
+        x0 = initial_guess(model, state, jnp.zeros(nc), 1e-3)
+        jacobian = jax.jacfwd(lambda x: _residual(model, state, jnp.float64(0.0), 1e-3, x, nq, nc, nr))
+        return jax.lax.map(lambda e: jacobian(x0 + e), noise)
 
 
 def _split(x, nq, nc, nr):
