@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import types
+from collections import OrderedDict
 
 import jax
 import numpy as np
@@ -28,6 +29,45 @@ from .model.parameters import Parameter
 #: Packages whose callables and classes are hashed by qualified name (their code is versioned).
 LIBRARIES = ("jax", "jaxlib", "numpy", "scipy", "conserve", "math", "builtins", "functools", "operator",
              "typing", "collections")
+
+
+#: The fields of a Model that hold its laws: the element kinds and rotor motor laws, static parts
+#: of the compiled step (compared by identity there), whose functions the step calls.
+LAW_FIELDS = ("constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws")
+
+#: Laws seen by :func:`shared_laws`: (the model's structure without its laws, its laws or their
+#: digest) -> the laws of the first model seen with them; at most ``MAX_SHARED`` entries.
+_shared: OrderedDict = OrderedDict()
+MAX_SHARED = 128
+
+
+def shared_laws(assembly):
+    """The assembly with its model's laws replaced by those of an earlier model of the same
+    structure whose laws compute the same (compared as above: code, constants, closed-over values,
+    globals read; a :class:`~conserve.Parameter` by name), so that the code compiled for the first
+    serves: a system built anew by the same function — its laws new function objects, which a
+    compiled step tells apart by identity — traces and compiles nothing again (the P5 crane: a
+    second ``simulate`` of ``RotaryCrane().system()`` compiled its chunk again, 6.4 s director,
+    12.7 s reduced). Laws that cannot be compared (opaque) are kept, as is a model seen first."""
+    model = assembly.model
+    laws = tuple(getattr(model, f) for f in LAW_FIELDS)
+    lawless = jax.tree.structure(dataclasses.replace(model, **dict.fromkeys(LAW_FIELDS, ())))
+    try:
+        known = _shared.get((lawless, laws))  # these very law objects seen before: nothing to hash
+    except TypeError:  # a law kind that cannot be hashed: compared by identity, as in the compiled step
+        return assembly
+    if known is None:
+        hasher = _Hasher()
+        hasher.add(laws)
+        if hasher.opaque:
+            return assembly
+        known = _shared.setdefault((lawless, hasher.hexdigest()), laws)
+        _shared[(lawless, laws)] = known
+        while len(_shared) > MAX_SHARED:
+            _shared.popitem(last=False)
+    if known is laws or known == laws:  # the first, or kinds equal as they are (no functions in them)
+        return assembly
+    return dataclasses.replace(assembly, model=dataclasses.replace(model, **dict(zip(LAW_FIELDS, known))))
 
 
 def fingerprint(assembly) -> dict:

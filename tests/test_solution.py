@@ -8,6 +8,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 import conserve as cs
+from conserve import problems
 from conserve.problems import HeavyTop
 from conserve.simulate import MAX_COMPILED, compiled_count
 
@@ -192,6 +193,13 @@ def test_same_structure_compiles_once():
     for t_end in (0.202, 0.404):
         assert cs.simulate(HeavyTop().system(), t_end=t_end, dt=2e-3).stats["compile_time"] == 0.0
     assert compiled_count() == before
+    # a system with laws built anew (new function objects computing the same) reuses its code;
+    # laws that compute something else do not
+    first = cs.simulate(problems.spacecraft(), t_end=0.02, dt=1e-2)
+    again = cs.simulate(problems.spacecraft(), t_end=0.02, dt=1e-2)
+    assert again.stats["compile_time"] == 0.0 and np.array_equal(again.q, first.q)
+    assert cs.simulate(problems.spacecraft(torque=0.07), t_end=0.02, dt=1e-2).stats["compile_time"] > 0.0
+    before = compiled_count()
     # a structure no other test uses: a body and two point masses
     parts = [cs.RigidBody("b", 1.0, (1, 1, 1)), cs.PointMass("p1", 1.0), cs.PointMass("p2", 2.0)]
     assert cs.simulate(cs.System(parts), t_end=0.05, dt=1e-2).stats["compile_time"] > 0.0
