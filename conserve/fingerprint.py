@@ -10,6 +10,9 @@ fingerprint, while re-creating the same lambda in a new process does not. Librar
 state cannot be read (no ``__dict__``, not a number, array, container or function) makes the
 law *opaque*: it is listed, and a resumed run refuses it unless the caller vouches for it
 (``resume(..., trust_laws=True)``).
+
+The same comparison lets models share compiled code: ensemble members built alike
+(:mod:`conserve.ensemble`) and a system built anew by the same function (:func:`shared_laws`).
 """
 
 from __future__ import annotations
