@@ -12,7 +12,7 @@ law *opaque*: it is listed, and a resumed run refuses it unless the caller vouch
 (``resume(..., trust_laws=True)``).
 
 The same comparison lets models share compiled code: ensemble members built alike
-(:mod:`conserve.ensemble`) and a system built anew by the same function (:func:`shared_laws`).
+(:mod:`conserve.ensemble`) and a system built anew by the same function (``shared_laws``).
 """
 
 from __future__ import annotations
