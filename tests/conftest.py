@@ -1,6 +1,9 @@
+import contextlib
+import logging
 import os
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -20,6 +23,25 @@ def once(fn, **jit_kwargs):
     one-off evaluation of library internals: run op by op, jax compiles every primitive for its
     shapes separately (a random chain's random state: 206 compilations, 5.3 s; compiled once: 0.3 s)."""
     return jit_quick(fn, mode="once", **jit_kwargs)
+
+
+@contextlib.contextmanager
+def compiles_nothing():
+    """Fails the test if jax traces and compiles a program inside the block (the records of
+    ``jax_log_compiles``): what a repeated call of one model structure must not do."""
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_log_compiles", False)
+        logger.removeHandler(handler)
+    compiled = [r.getMessage()[:120] for r in records if r.getMessage().startswith("Compiling")]
+    assert not compiled, compiled
 
 
 def relative_drift(x):

@@ -9,7 +9,7 @@ import pytest
 import conserve as cs
 from conserve import problems
 from conserve.errors import InconsistentInitialState
-from conftest import relative_drift
+from conftest import compiles_nothing, relative_drift
 
 
 def _spun(assembly, extra):
@@ -91,6 +91,9 @@ def test_initial_states_of_one_system_and_their_checks():
     ensemble = cs.simulate_batch(assembly, 0.01, 1e-3, initial_states=states)
     assert [len(sol) for sol in ensemble] == [11, 11]
     np.testing.assert_allclose(ensemble[1].v[0], states[1].v)
+    with compiles_nothing():  # again, with the system built anew: every program is compiled already
+        again = cs.simulate_batch(problems.heavy_top().assemble(), 0.01, 1e-3, initial_states=states)
+    assert np.array_equal(again[1].q, ensemble[1].q)
     off = states[1]._replace(q=states[1].q.at[0].add(1e-3))
     with pytest.raises(InconsistentInitialState, match=r"member 1: the initial positions violate 'tip'"):
         cs.simulate_batch(assembly, 0.01, 1e-3, initial_states=[states[0], off])
