@@ -80,8 +80,7 @@ def fingerprint(assembly) -> dict:
     model = assembly.model
     leaves, treedef = jax.tree.flatten(model)
     laws = _Hasher()
-    laws.add(("constraint", model.constraint_kinds, "potential", model.potential_kinds, "coordinate",
-              model.coordinate_kinds, "load", model.load_kinds, "rotor", model.rotor_laws))
+    laws.add(tuple(x for f in LAW_FIELDS for x in (f.split("_")[0], getattr(model, f))))  # ("constraint", kinds, …)
     return {"structure": _digest(json.dumps(layout_record(assembly.layout), sort_keys=True, default=str),
                                  str(treedef.num_leaves), *(str(np.shape(x)) for x in leaves)),
             "parameters": _digest(*leaves),
