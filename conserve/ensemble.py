@@ -34,7 +34,7 @@ from .compilation import jit_quick
 from .backends import ReferenceBackend
 from .errors import ConvergenceError, InconsistentInitialState, ModelError
 from .failures import keep_partial
-from .fingerprint import fingerprint, shared_laws
+from .fingerprint import fingerprint
 from .model.assembled import State
 from .model.parameters import bound
 from .model.system import as_assembly, initial_gaps
@@ -113,7 +113,6 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     ``progress``), the exception carries the Ensemble so far in ``err.partial_solution``.
     """
     assemblies, states = _members(members, initial_states)
-    assemblies = [shared_laws(a) for a in assemblies]  # members built alike share their laws
     check_progress(progress, "simulate_batch")
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
     chunk = min(chunk, fitted_chunk(n_steps))

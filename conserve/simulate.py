@@ -28,7 +28,6 @@ from .backends.compose import check_order
 from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ModelError, SimulationError
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
-from .fingerprint import shared_laws
 from .model.assembled import Model, State
 from .model.parameters import bound
 from .model.system import as_assembly, check_drives_at
@@ -215,7 +214,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         Ctrl-C stopped the run between chunks (an error of the ``progress`` callback alike): the
         exception, re-raised, carries the finished chunks' steps in ``err.partial_solution``.
     """
-    assembly = shared_laws(as_assembly(system, "simulate"))  # laws computing the same share compiled code
+    assembly = as_assembly(system, "simulate")
     check_progress(progress)
     controller = adaptive_controller(dt, rtol, atol)
     if controller is not None:

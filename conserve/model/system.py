@@ -27,6 +27,7 @@ from .parameters import recording
 from .rotors import Rotor
 from .coordinates import CoordinateElement
 from .elements import ConstraintKind, Element, LoadKind, PotentialKind
+from .identity import shared_laws
 from .joints import Joint
 from .terms import ROUNDOFF, stack_terms
 from .tree import Tree, link_geometry, spanning_tree
@@ -228,7 +229,7 @@ class System:
         _link_coordinates(terms)
         links, tree_params, tree_owners = spanning_tree(parts, others, layout)
         groups, row_priority = stacked_terms(terms, layout, tree_owners)
-        model = make_model(parts, layout, groups)
+        model = shared_laws(make_model(parts, layout, groups))  # laws equal to an earlier model's: its compiled code
         state = initial_state(model, parts, layout.rotors)
         if project_velocities:
             state = projected_velocities(model, layout, state)
