@@ -8,8 +8,10 @@ model), pinned to one core.
 Per model and backend: ``sol.stats['compile_time']`` of the first ``simulate`` call (tracing,
 lowering and XLA's compilation of the run's compiled chunk: what the issue's target of ≤ 5 s
 measures), the wall time of ``assemble()`` and of that first ``simulate`` (10 steps, including
-structure detection, the first node's diagnostics and the steps), for the default "quick" code
-generation and XLA's "optimized" one (``simulate(..., compile=...)``, :mod:`conserve.compilation`).
+structure detection, the first node's diagnostics and the steps), for each code generation
+(``simulate(..., compile=...)``, :mod:`conserve.compilation`): "auto", the default (a run this short
+compiles unoptimized), "quick" (what "auto" takes for runs of more than 10⁵ unknown-steps) and
+"optimized".
 Writes benchmarks/results/compile_times.md.
 """
 
@@ -58,7 +60,7 @@ assembled = time.perf_counter() - tic
 tic = time.perf_counter()
 sol = cs.simulate(assembly, 10 * {dt!r}, {dt!r}, backend={backend!r}, compile={mode!r})
 first = time.perf_counter() - tic
-print(json.dumps({{"import": imported, "assemble": assembled, "first": first,
+print(json.dumps({{"import": imported, "assemble": assembled, "first": first, "code": sol.stats["compile"],
                    "compile": sol.stats["compile_time"], "unknowns": sol.stats["unknowns"]}}))
 """
 
@@ -75,7 +77,8 @@ def measure(expr, backend, mode, dt=1e-3):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chains", type=int, nargs="*", default=[32, 64])
-    parser.add_argument("--modes", nargs="*", default=["quick", "optimized"], choices=["quick", "optimized"])
+    parser.add_argument("--modes", nargs="*", default=["auto", "quick", "optimized"],
+                        choices=["auto", "unoptimized", "quick", "optimized"])
     parser.add_argument("--models", nargs="*", default=None, help="a subset of the model names")
     args = parser.parse_args()
     os.sched_setaffinity(0, {0})  # children inherit the pinning
@@ -107,8 +110,10 @@ def write(rows, modes, wall):
              "compile = `sol.stats['compile_time']` of the first `simulate` (tracing, lowering and XLA's compilation "
              "of the run's chunk; the target: ≤ 5 s); first call = wall time of that `simulate` (10 steps of 1 ms, "
              "with structure detection and the first node's diagnostics); assemble = `system.assemble()` (checks "
-             "compiled there). Modes: `simulate(..., compile='quick')` (default) and `'optimized'` "
-             "(`conserve/compilation.py`).", ""]
+             "compiled there). Code generation (`simulate(..., compile=...)`, `conserve/compilation.py`): 'auto', "
+             "the default, which compiles a run this short unoptimized (LLVM -O0) and runs of more than 10⁵ "
+             "unknown-steps (steps × director unknowns) as 'quick'; 'quick' (LLVM -O1, classic emitters); "
+             "'optimized' (XLA's defaults).", ""]
     head = "| model | backend | unknowns |" + "".join(f" compile {m} [s] | first call {m} [s] |" for m in modes)
     lines += [head + " assemble [s] |", "|" + "---|" * (3 + 2 * len(modes) + 1)]
     worst = {m: (0.0, "") for m in modes}
@@ -120,7 +125,7 @@ def write(rows, modes, wall):
         cells = ""
         for m in modes:
             r = row[m]
-            cells += f" {r['compile']:.2f} | {r['first']:.2f} |"
+            cells += f" {r['compile']:.2f}{'' if r['code'] == m else ' (' + r['code'] + ')'} | {r['first']:.2f} |"
             if r["compile"] > worst[m][0]:
                 worst[m] = (r["compile"], f"{row['model']} ({row['backend']})")
         lines.append(f"| {row['model']} | {row['backend']} | {first['unknowns']} |{cells} {first['assemble']:.2f} |")

@@ -49,6 +49,9 @@ from _peers import pin_to_core0
 OUT = Path(__file__).parent / "results" / "ensemble.md"
 MEMBERS, LOOP, T, DT = 1000, 50, 1.0, 1e-3
 SHORT = (0.01, 0.1)  # s, the shorter runs of the by-length table
+#: one code generation for every run timed against another (``compile="auto"``, the default,
+#: would pick by each call's length)
+COMPILE = "quick"
 
 
 def states(assembly, n):
@@ -87,15 +90,15 @@ def gradient_cost(assembly, steps=200, repeats=5):
 
 def short_run(assembly, members, t_end, backend="director"):
     """(mean s per cs.simulate call over LOOP members, s of a compiled cs.simulate_batch) for a run to t_end."""
-    cs.simulate(replace(assembly, initial_state=members[0]), t_end, DT, backend=backend)
+    cs.simulate(replace(assembly, initial_state=members[0]), t_end, DT, backend=backend, compile=COMPILE)
     walls = []
     for s in members[:LOOP]:
         tic = time.perf_counter()
-        cs.simulate(replace(assembly, initial_state=s), t_end, DT, backend=backend)
+        cs.simulate(replace(assembly, initial_state=s), t_end, DT, backend=backend, compile=COMPILE)
         walls.append(time.perf_counter() - tic)
-    cs.simulate_batch(assembly, t_end, DT, initial_states=members, backend=backend)
+    cs.simulate_batch(assembly, t_end, DT, initial_states=members, backend=backend, compile=COMPILE)
     tic = time.perf_counter()
-    cs.simulate_batch(assembly, t_end, DT, initial_states=members, backend=backend)
+    cs.simulate_batch(assembly, t_end, DT, initial_states=members, backend=backend, compile=COMPILE)
     return float(np.mean(walls)), time.perf_counter() - tic
 
 
@@ -106,20 +109,20 @@ def main():
     members = states(assembly, MEMBERS)
 
     tic = time.perf_counter()
-    cs.simulate(replace(assembly, initial_state=members[0]), T, DT)
+    cs.simulate(replace(assembly, initial_state=members[0]), T, DT, compile=COMPILE)
     loop_first = time.perf_counter() - tic
     loop, walls = [], []
     for s in members[:LOOP]:
         tic = time.perf_counter()
-        loop.append(cs.simulate(replace(assembly, initial_state=s), T, DT))
+        loop.append(cs.simulate(replace(assembly, initial_state=s), T, DT, compile=COMPILE))
         walls.append(time.perf_counter() - tic)
     per_call = float(np.mean(walls))
 
     tic = time.perf_counter()
-    compile_time = cs.simulate_batch(assembly, T, DT, initial_states=members).stats["compile_time"]
+    compile_time = cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE).stats["compile_time"]
     first = time.perf_counter() - tic
     tic = time.perf_counter()
-    ensemble = cs.simulate_batch(assembly, T, DT, initial_states=members)
+    ensemble = cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE)
     wall = time.perf_counter() - tic
 
     forward, gradient = gradient_cost(assembly)

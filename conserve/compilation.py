@@ -1,23 +1,44 @@
-"""How compiled code is made and kept: XLA's code generation (quick or optimized) and a
-persistent compilation cache shared across processes.
+"""How compiled code is made and kept: XLA's code generation (unoptimized, quick or optimized,
+chosen by the run's length) and a persistent compilation cache shared across processes.
 
 **Code generation.** A run's time is compilation (once per model structure) plus steps. XLA's CPU
 compiler spends most of a step's compilation generating machine code for a few hundred small
-kernels, and two of its settings trade compilation for speed per step (pinned to one core,
-measured on the heavy top / spatial slider-crank / 32-link chain, director backend):
+kernels, and its settings trade compilation for speed per step (pinned to one core, Intel Xeon,
+2026-11-27, ``simulate``'s compile time / µs per step, director backend unless marked):
 
-* ``"quick"`` (default): XLA's classic elemental emitters and LLVM at -O1,
-  :data:`QUICK`: compilation 1.5 / 2.5 / 2.5 s, steps 37 / 165 / 388 µs;
-* ``"optimized"``: XLA's defaults (its MLIR fusion emitters, LLVM at -O2): compilation 3.2 / 4.7 /
-  4.0 s, steps 35 / 135 / 359 µs.
+==========================  ===============  ==============  ==============
+model                       "unoptimized"    "quick"         "optimized"
+==========================  ===============  ==============  ==============
+heavy top                   1.2 s / 65       1.9 s / 30      3.2 s / 25
+P5 crane, hybrid, reduced   5.1 s / 396      7.8 s / 156     11.7 s / 145
+P5 crane, full body         2.7 s / 555      4.7 s / 204
+double four-bar             1.2 s / 802      2.2 s / 254
+32-link chain               1.4 s / 2802     2.8 s / 957
+32-link chain, reduced      2.6 s / 2960     5.1 s / 781
+==========================  ===============  ==============  ==============
 
-"quick" pays off for runs of up to roughly 10⁵ steps (the compilation saved is worth that many
-steps' difference), hence the default; ``simulate(..., compile="optimized")`` for long production
-runs and benchmarks. Both compile the same program: the steps agree to round-off (their floating
-point operations are ordered and contracted differently) and conserve alike. Functions that run
-once per model or run (assembly checks, structure detection, diagnostics, post-processing) are
-compiled without optimisation (:data:`ONCE`, :func:`jit_quick`). A jaxlib that does not know
-these options gets its defaults.
+* ``"unoptimized"``: LLVM without optimisation (:data:`UNOPTIMIZED`): 35–50 % less compilation,
+  steps 2–4× slower;
+* ``"quick"``: XLA's classic elemental emitters instead of its MLIR fusion emitters, LLVM at -O1
+  (:data:`QUICK`);
+* ``"optimized"``: XLA's defaults (fusion emitters, LLVM at -O2): 1.5–2× quick's compilation,
+  0–25 % faster steps;
+* ``"auto"`` (the default of ``simulate`` and ``simulate_batch``): "unoptimized" for a run of at
+  most :data:`AUTO_WORK` unknown-steps (steps × members × the director backend's unknowns, whichever
+  backend runs), else "quick" (:func:`resolved_mode`). Unoptimized code pays off while the
+  compilation it saves exceeds its slower steps: measured, up to 2·10⁵–10⁶ unknown-steps (the double
+  four-bar 1,800 steps, the 32-link chain 750, the heavy top 20,000), so the bound stays a factor
+  two below every break-even measured. Adaptive runs, whose length is not known, take "quick".
+
+``simulate(..., compile="optimized")`` for long production runs and benchmarks. All compile the
+same program: the steps agree to round-off (their floating point operations are ordered and
+contracted differently: the heavy top's q after a step, 3e-15 unoptimized against quick) and
+conserve alike; a run's mode is in
+``sol.stats["compile"]`` and a resumed run keeps it, so it continues bit for bit. Pass
+``compile="quick"`` to have runs of different lengths share their first steps bit for bit.
+Functions that run once per model or run (assembly checks, structure detection, diagnostics,
+post-processing) are compiled unoptimized (:func:`jit_quick`). A jaxlib that does not know these
+options gets its defaults.
 
 **Persistent cache.** jax can keep compiled executables on disk, keyed by the program and the
 compiler options, so that another process running the same model structure (the same element
@@ -43,13 +64,18 @@ import jax.numpy as jnp
 #: emitters, LLVM at -O1 (about half the compilation time, 0–25 % more time per step)
 QUICK = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
 
-#: XLA options of functions run once per model or run (checks, structure detection, diagnostics,
-#: post-processing): LLVM without optimisation (their compilation is all they cost: the structure
-#: detection of a 8-link chain compiles in 0.23 s instead of 0.64 s with :data:`QUICK`)
-ONCE = {**QUICK, "xla_backend_optimization_level": 0}
+#: XLA options of unoptimized code: LLVM without optimisation. Short runs (``compile="auto"``) and
+#: functions run once per model or run (checks, structure detection, diagnostics, post-processing:
+#: their compilation is all they cost; the structure detection of a 8-link chain compiles in 0.23 s
+#: instead of 0.64 s with :data:`QUICK`)
+UNOPTIMIZED = {**QUICK, "xla_backend_optimization_level": 0}
 
 #: the choices of ``simulate(..., compile=...)``
-MODES = ("quick", "optimized")
+MODES = ("auto", "unoptimized", "quick", "optimized")
+
+#: ``compile="auto"`` compiles unoptimized a run of at most this many unknown-steps (steps ×
+#: members × the director backend's unknowns), else quick (see the module docstring)
+AUTO_WORK = 100_000
 
 #: Environment variable naming the cache directory; set, it enables the cache at import.
 ENVIRONMENT_VARIABLE = "CONSERVE_COMPILATION_CACHE"
@@ -65,20 +91,29 @@ def _quick_supported() -> bool:
         return False
 
 
+def resolved_mode(mode: str, unknown_steps=None) -> str:
+    """The code generation of a run: ``mode``, or for "auto" "unoptimized" when the run's
+    ``unknown_steps`` (steps × members × unknowns; None: not known, an adaptive run) is at most
+    :data:`AUTO_WORK`, else "quick"."""
+    if mode != "auto":
+        return mode
+    return "unoptimized" if unknown_steps is not None and unknown_steps <= AUTO_WORK else "quick"
+
+
 def compiler_options(mode: str = "quick") -> dict:
-    """The XLA options of a compilation mode: "quick" or "optimized" (the choices of
-    ``simulate(..., compile=...)``, see the module docstring), or "once" (:data:`ONCE`)."""
-    if mode not in (*MODES, "once"):
-        raise ValueError(f"compile must be one of {MODES}, got {mode!r}.")
+    """The XLA options of a compilation mode: "unoptimized", "quick" or "optimized" (see the module
+    docstring; "auto" is resolved first, :func:`resolved_mode`)."""
+    if mode not in MODES[1:]:
+        raise ValueError(f"compile must be one of {MODES[1:]}, got {mode!r}.")
     if mode == "optimized" or not _quick_supported():
         return {}
-    return dict(QUICK if mode == "quick" else ONCE)
+    return dict(QUICK if mode == "quick" else UNOPTIMIZED)
 
 
 def jit_quick(fn=None, *, mode="quick", **jit_kwargs):
     """``jax.jit`` compiled quick (``mode="quick"``, :data:`QUICK`) for user-facing functions that
-    may run many times (:func:`conserve.step`, the ode backend's right-hand side), or without
-    optimisation (``mode="once"``, :data:`ONCE`) for functions run once per model or run (assembly
+    may run many times (:func:`conserve.step`, the ode backend's right-hand side), or unoptimized
+    (``mode="unoptimized"``, :data:`UNOPTIMIZED`) for functions run once per model or run (assembly
     checks, structure detection, diagnostics, post-processing). Usable as ``@jit_quick`` or
     ``@jit_quick(mode=..., static_argnums=...)``."""
     if fn is None:

@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .compilation import jit_quick
 from .backends import ReferenceBackend
+from .compilation import jit_quick, resolved_mode
 from .errors import ConvergenceError, InconsistentInitialState, ModelError
 from .failures import keep_partial
 from .fingerprint import fingerprint
@@ -39,7 +39,7 @@ from .model.assembled import State
 from .model.parameters import bound
 from .model.system import as_assembly, initial_gaps
 from .simulate import (CHUNK, NODE_FIELDS, assemble_solution, backend_settings, check_mode, check_progress,
-                       compile_chunks, model_axes, piece, resolve_backend, time_grid, warn_coarse_steps)
+                       compile_chunks, model_axes, piece, resolve_backend, run_work, time_grid, warn_coarse_steps)
 from .solution import Solution, node_diagnostics
 
 
@@ -89,7 +89,7 @@ class Ensemble:
 
 
 def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director", newton=None, order=2, t0=0.0,
-                   chunk=CHUNK, progress=None, compile="quick") -> Ensemble:
+                   chunk=CHUNK, progress=None, compile="auto") -> Ensemble:
     """Integrate every member of an ensemble from t0 to t_end with the step dt, in one compiled,
     vmapped run (see the module docstring).
 
@@ -103,7 +103,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         have a leading member axis. Each is checked against the constraints (positions and
         velocities) as at assembly.
     backend, newton, order, t0, chunk, compile : as in :func:`conserve.simulate` (a step backend:
-        "director", "reduced" or a backend object)
+        "director", "reduced" or a backend object; "auto" counts the unknown-steps of all members)
     progress : optional ``progress(steps_done, n_steps)`` after every chunk (the furthest member)
 
     Returns
@@ -129,7 +129,9 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     _check_states(model, batch, state, first)
     _warn_coarse_members(assemblies, states, dt)
     settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
-                "compile": check_mode(compile, "simulate_batch"), **backend_settings(backend, False)}
+                "compile": resolved_mode(check_mode(compile, "simulate_batch"),
+                                         len(states) * run_work(backend, model, n_steps)),
+                **backend_settings(backend, False)}
     backend = backend.prepare(_widest(model, batch, first.model), states[0])
     carry = _per_member(_Init(backend), batch, model, state)
     m = len(states)
@@ -160,8 +162,9 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
             if error is not None:
                 errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
                                              time=error.time, residual_history=error.residual_history)
-        stats = {"backend": backend.name, "members": m, "steps": n_steps, "compile_time": compile_time,
-                 "run_time": run_time, "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
+        stats = {"backend": backend.name, "members": m, "steps": n_steps, "compile": settings["compile"],
+                 "compile_time": compile_time, "run_time": run_time,
+                 "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
         return Ensemble(solutions, errors, stats)
 
     tic = time.perf_counter()
@@ -320,7 +323,7 @@ def _vmapped(fn, batch, model, state):
 
 #: :func:`_vmapped` compiled once per function, model structure and batch: without optimisation for
 #: what runs once per ensemble (initial carries and checks), quick for the diagnostics of every chunk
-_per_member = jit_quick(_vmapped, mode="once", static_argnums=(0, 1))
+_per_member = jit_quick(_vmapped, mode="unoptimized", static_argnums=(0, 1))
 _per_chunk = jit_quick(_vmapped, mode="quick", static_argnums=(0, 1))
 
 

@@ -60,7 +60,7 @@ def non_finite_laws(assembly, state: State, t, h, where=(" at the step's start",
     return list(found.values())
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _law_values(model: Model, states: State, t):
     """(each potential's energy (J), each motor's and load's power (W)) at each of the states
     (stacked) and times t."""

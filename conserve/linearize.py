@@ -77,7 +77,7 @@ class Linearization:
         return np.sort(lam.imag[lam.imag > 1e-6 * max(1.0, np.max(np.abs(lam)))])
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _derivatives(model, state, q, p, omega):
     """(L_u̇u̇, L_u̇u, −L_uu, L_u − R_u̇, R_u̇u̇, R_u̇u) at u = 0, u̇ = 0 (see the module docstring),
     and of the cut constraints g_c(u) their Jacobian G_c (m, n) and Hessians (m, n, n)."""

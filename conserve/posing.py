@@ -101,17 +101,17 @@ def set_joints(system, coordinates=None, rates=None, *, project_velocities=False
     return Assembly(model, layout, new)
 
 
-_null_space = jit_quick(null_space.null_space, mode="once")
+_null_space = jit_quick(null_space.null_space, mode="unoptimized")
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _moved(model: Model, q, s, u):
     """(q, s) moved by the tree's minimal increments u: q_{n+1} = F(q, u), s by its exact increments."""
     q1 = null_space.configure(model.tree, model.blocks(q), u)
     return q1, s + coordinate_increments(model, q, q1)
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _posed(model: Model, state: State, q, s, nu):
     """(the state at the posed q, s with minimal velocities ν, the rotors' spin rates relative to
     their masters as in ``state``)."""

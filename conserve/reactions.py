@@ -40,7 +40,7 @@ class Reaction(NamedTuple):
     torque_b: np.ndarray
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
     """Generalised constraint forces −Ḡᵀλ (N, n_blocks, 3) of the steps, λ (N, n_c) kept rows."""
     force = jax.vmap(lambda *a: constraint_force(model, *a)[0])(q0, q1, theta0, theta1, s0, s1, lam)

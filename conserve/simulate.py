@@ -22,9 +22,10 @@ import numpy as np
 
 from . import checkpoint as checkpoints
 from .adaptive import Adaptive, simulate_adaptive
-from .compilation import MODES, compiler_options
+from .compilation import MODES, compiler_options, resolved_mode
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .backends.compose import check_order
+from .backends.director import unknowns as director_unknowns
 from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ModelError, SimulationError
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
@@ -151,7 +152,7 @@ def clear_compiled():
 
 def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=0.0, chunk=CHUNK, progress=None,
              ode=None, on_failure="raise", max_subdivisions=6, checkpoint=None, checkpoint_every=None,
-             overwrite=False, compile="quick", rtol=None, atol=None, saveat=None) -> Solution:
+             overwrite=False, compile="auto", rtol=None, atol=None, saveat=None) -> Solution:
     """Integrate ``system`` from t0 to t_end with the constant step dt, or with adaptive steps.
 
     Parameters
@@ -196,9 +197,12 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         refused unless ``overwrite=True``
     checkpoint_every : steps between checkpoints (default ``chunk``; it sets the chunk length)
     overwrite : replace a run already checkpointed in ``checkpoint`` (default: refuse)
-    compile : "quick" (default) or "optimized": XLA's code generation for the run
-        (:mod:`conserve.compilation`): quick compiles in about half the time, optimized steps
-        0–25 % faster (for runs of more than ~10⁵ steps); the steps agree to round-off
+    compile : XLA's code generation for the run (:mod:`conserve.compilation`): "auto" (default:
+        "unoptimized" for a run of at most ``conserve.compilation.AUTO_WORK`` = 10⁵ unknown-steps
+        — steps × the director backend's unknowns —, else "quick"), "unoptimized" (35–50 % less
+        compilation than quick, steps 2–4× slower), "quick", or "optimized" (1.5–2× quick's
+        compilation, steps 0–25 % faster: runs of more than ~10⁵ steps); the steps agree to
+        round-off. ``sol.stats["compile"]`` names the one used
 
     Returns
     -------
@@ -236,7 +240,8 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         return _simulate_reference(backend, assembly, t0, t_end, dt)
     warn_coarse_steps(assembly, dt)
     check_drives_at(assembly, t0)
-    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, "compile": check_mode(compile),
+    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
+                "compile": resolved_mode(check_mode(compile), run_work(backend, assembly.model, n_steps)),
                 **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
     carry = backend.init(assembly.model, assembly.initial_state)
@@ -292,7 +297,8 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
         raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) has its own step control; "
                          "dt='adaptive' adapts the energy-momentum step.")
     check_drives_at(assembly, t0)
-    settings = {"t0": t0, "t_end": t_end, "dt": "adaptive", "chunk": chunk, "compile": check_mode(compile),
+    settings = {"t0": t0, "t_end": t_end, "dt": "adaptive", "chunk": chunk,
+                "compile": resolved_mode(check_mode(compile)),  # "auto": quick (the length is not known)
                 "saveat": saveat is not None, **backend_settings(backend, False)}
     backend = backend.prepare(assembly.model, assembly.initial_state)
     carry = backend.init(assembly.model, assembly.initial_state)
@@ -310,6 +316,17 @@ def check_mode(mode, who="simulate"):
     if mode not in MODES:
         raise ModelError(f"{who}: compile must be one of {list(MODES)}, got {mode!r}.")
     return mode
+
+
+def run_work(backend: StepBackend, model: Model, steps: int) -> int:
+    """A run's unknown-steps, which ``compile="auto"`` compiles by (:func:`conserve.compilation.resolved_mode`):
+    steps × sub-steps per step (a composition's stages) × the director backend's unknowns, whichever
+    backend runs (the reduced backend's steps cost about as much as the director's)."""
+    stages, inner = 1, backend
+    while inner is not None:  # wrappers: compositions, subdivision
+        stages *= len(getattr(inner, "fractions", (1,)))
+        inner = getattr(inner, "inner", None)
+    return steps * stages * director_unknowns(model)
 
 
 def time_grid(t0, t_end, dt, chunk, who="simulate"):
@@ -565,7 +582,9 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
         h = np.concatenate([np.zeros(0), *(p["step_h"] for p in pieces if "step_h" in p)])
     else:
         t, h = t0 + dt * np.arange(n + 1), dt
-    stats = {"backend": backend.name, "steps": n, "compile_time": compile_time, "run_time": run_time,
+    stats = {"backend": backend.name, "steps": n, "compile": settings.get("compile", "optimized"),
+             "compile_time": compile_time,
+             "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
              "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1)),
              "newton_matrix": getattr(getattr(backend, "linear", None), "name", None)}  # "dense", "coloured", "tree"

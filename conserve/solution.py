@@ -44,7 +44,7 @@ def node_diagnostics(model: Model, state: State, t=0.0):
             "rotor_rate": model.rotor_relative_rates(state.q, state.v, state.p)}
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _nodes_diagnostics(model: Model, nodes: State, t):
     return jax.vmap(node_diagnostics, in_axes=(None, 0, 0))(model, nodes, t)
 

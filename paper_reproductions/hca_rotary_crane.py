@@ -35,9 +35,9 @@ MODELS = ("hybrid", "body")
 MOTORS_OFF = 2.0
 
 
-def _run(assembly, t_end, dt):
+def _run(assembly, t_end, dt, code):
     try:
-        return cs.simulate(assembly, t_end, dt)
+        return cs.simulate(assembly, t_end, dt, compile=code)
     except cs.ConvergenceError as err:
         return err.partial_solution
 
@@ -66,7 +66,7 @@ def run(out: Path, quick: bool = False) -> dict:
     ax.plot(ref.t, ref["load"].position[:, 2], "k-", lw=3, alpha=0.35, label=f"reference (hybrid, Δt = {cfg['reference']:g})")
     for h, style in zip(cfg["coarse"], ("-", "--")):
         for m, marker in zip(MODELS, ("o", "s")):
-            sol = _run(assemblies[m], cfg["t_end"], h)
+            sol = _run(assemblies[m], cfg["t_end"], h, table.extra["compile"])
             ax.plot(sol.t, sol["load"].position[:, 2], style, marker=marker, ms=2, markevery=max(1, len(sol) // 40),
                     label=f"{m} drum, Δt = {h:g}")
     ax.axvline(MOTORS_OFF, color="0.6", lw=0.8)
@@ -79,7 +79,7 @@ def run(out: Path, quick: bool = False) -> dict:
     fig.savefig(out / "load_height.png", dpi=110)
 
     # conservation once the motors stop (the holding torque's work τ Δα is in the balance)
-    fine = {m: cs.simulate(assemblies[m], cfg["t_end"], cfg["dts"][-1]) for m in MODELS}
+    fine = {m: cs.simulate(assemblies[m], cfg["t_end"], cfg["dts"][-1], compile=table.extra["compile"]) for m in MODELS}
     fine["hybrid"].animate(out / "animation.gif", frames=80)  # body frames, rotors with spin markers, trails
     save_frame(fine["hybrid"], out / "frame.png", time=0.5 * cfg["t_end"])
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
@@ -103,7 +103,7 @@ def run(out: Path, quick: bool = False) -> dict:
     fig.tight_layout()
     fig.savefig(out / "conservation.png", dpi=110)
 
-    gap = model_gap(assemblies, cfg["gap_dts"], cfg["t_end"], ["tower", "load"])
+    gap = model_gap(assemblies, cfg["gap_dts"], cfg["t_end"], ["tower", "load"], table.extra["compile"])
 
     # stress variant: no motors, the load drops and spins the drum up
     stress = RotaryCrane(stress=True)

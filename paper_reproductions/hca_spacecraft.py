@@ -55,7 +55,7 @@ def run(out: Path, quick: bool = False) -> dict:
     coarse = {}
     for m in MODELS:
         try:
-            coarse[m] = cs.simulate(assemblies[m], cfg["t_end"], cfg["path_dt"])
+            coarse[m] = cs.simulate(assemblies[m], cfg["t_end"], cfg["path_dt"], compile=table.extra["compile"])
         except cs.ConvergenceError as err:
             coarse[m] = err.partial_solution
     fig, ax = plt.subplots(figsize=(6, 5))
@@ -72,7 +72,7 @@ def run(out: Path, quick: bool = False) -> dict:
     fig.tight_layout()
     fig.savefig(out / "path.png", dpi=110)
 
-    fine = {m: cs.simulate(assemblies[m], cfg["t_end"], cfg["dts"][-1]) for m in MODELS}
+    fine = {m: cs.simulate(assemblies[m], cfg["t_end"], cfg["dts"][-1], compile=table.extra["compile"]) for m in MODELS}
     fine["hybrid"].animate(out / "animation.gif", frames=80)  # body frames, rotors with spin markers, trails
     save_frame(fine["hybrid"], out / "frame.png", time=0.5 * cfg["t_end"])
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
@@ -91,7 +91,7 @@ def run(out: Path, quick: bool = False) -> dict:
     fig.tight_layout()
     fig.savefig(out / "conservation.png", dpi=110)
 
-    gap = model_gap(assemblies, cfg["gap_dts"], cfg["t_end"], ["core"])
+    gap = model_gap(assemblies, cfg["gap_dts"], cfg["t_end"], ["core"], table.extra["compile"])
     reduced_line = reduced_summary(table)
     numbers = {
         "order": {m: table.fitted_order(m, cfg["asymptotic"]) for m in MODELS},

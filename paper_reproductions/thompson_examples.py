@@ -70,6 +70,7 @@ def run(out: Path, quick: bool = False) -> dict:
                      "tree P": assembly.model.tree.n_dof, "max |G H2| (rel)": gh, "rank H2 = P": full_rank,
                      "unknowns director": d.stats["unknowns"], "unknowns reduced": r.stats["unknowns"],
                      "µs/step director": 1e6 * d.stats["time_per_step"], "µs/step reduced": 1e6 * r.stats["time_per_step"],
+                     "code": d.stats["compile"],  # the code generation (compile="auto": by the run's length)
                      "reduced − director (rel q)": np.max(np.abs(r.q - d.q)) / scale,
                      "director − ode (rel q)": np.max(np.abs(d.q - o.q)) / scale,
                      "energy error director": np.max(np.abs(d.energy.total - d.energy.total[0])) / E0,

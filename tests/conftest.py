@@ -19,10 +19,10 @@ cs.enable_compilation_cache(os.environ["CONSERVE_COMPILATION_CACHE"])
 
 
 def once(fn, **jit_kwargs):
-    """``fn`` compiled as one program without optimisation (conserve's "once" mode), for a test's
+    """``fn`` compiled as one program without optimisation (conserve's "unoptimized" mode), for a test's
     one-off evaluation of library internals: run op by op, jax compiles every primitive for its
     shapes separately (a random chain's random state: 206 compilations, 5.3 s; compiled once: 0.3 s)."""
-    return jit_quick(fn, mode="once", **jit_kwargs)
+    return jit_quick(fn, mode="unoptimized", **jit_kwargs)
 
 
 @contextlib.contextmanager

@@ -36,22 +36,48 @@ def test_a_second_process_loads_the_compiled_step_and_computes_the_same(tmp_path
     assert second["q"] == first["q"]  # bit-identical
 
 
-def test_quick_and_optimized_code_take_the_same_steps():
-    """The two code generations (conserve.compilation) compile one program: the same discrete
+def test_the_code_generations_take_the_same_steps():
+    """The three code generations (conserve.compilation) compile one program: the same discrete
     trajectory to round-off (amplified over 250 steps of the fast top: ~1e-12 m), and each
-    conserves; an unknown mode is refused by name."""
+    conserves; "auto" compiles this short run unoptimized; an unknown mode is refused by name."""
     import numpy as np
     import pytest
 
     import conserve as cs
 
     system = cs.problems.heavy_top()
-    quick = cs.simulate(system, t_end=0.5, dt=2e-3)
+    auto = cs.simulate(system, t_end=0.5, dt=2e-3)  # 250 steps × 21 unknowns
+    assert auto.stats["compile"] == "unoptimized"
+    quick = cs.simulate(system, t_end=0.5, dt=2e-3, compile="quick")
     optimized = cs.simulate(system, t_end=0.5, dt=2e-3, compile="optimized")
-    assert np.max(np.abs(quick.q - optimized.q)) <= 1e-11
+    for other in (auto, optimized):
+        assert np.max(np.abs(quick.q - other.q)) <= 1e-11
     assert np.max(np.abs(quick.q[1] - optimized.q[1])) <= 1e-15  # one step
-    for sol in (quick, optimized):
+    # unoptimized code rounds differently again (one step: 3e-15 measured, ~10 ulp of q)
+    assert np.max(np.abs(quick.q[1] - auto.q[1])) <= 1e-14
+    for sol in (auto, quick, optimized):
         E = sol.energy.total
         assert np.max(np.abs(E - E[0])) <= 1e-13 * abs(E[0])
     with pytest.raises(cs.ModelError, match="compile must be one of"):
         cs.simulate(system, t_end=0.5, dt=2e-3, compile="fast")
+
+
+def test_auto_compiles_unoptimized_up_to_the_work_bound():
+    """compile="auto" counts a run's unknown-steps: steps × composed stages × members × the
+    director backend's unknowns (whichever backend), and takes unoptimized code up to AUTO_WORK."""
+    from conserve.backends import Composition, Director, Reduced
+    from conserve.compilation import AUTO_WORK, resolved_mode
+    from conserve.simulate import run_work
+
+    import conserve as cs
+
+    model = cs.problems.heavy_top().assemble().model
+    n = model.n_coordinates + model.n_constraints + 2 * model.n_rotors
+    steps = AUTO_WORK // n
+    for backend in (Director(), Reduced()):
+        assert run_work(backend, model, steps) == steps * n
+        assert resolved_mode("auto", run_work(backend, model, steps)) == "unoptimized"
+        assert resolved_mode("auto", run_work(backend, model, steps + 1)) == "quick"
+    assert run_work(Composition(Director(), 4), model, 10) == 5 * 10 * n
+    assert resolved_mode("auto", None) == "quick"  # an adaptive run's length is not known
+    assert resolved_mode("optimized", 1) == "optimized"

@@ -25,8 +25,10 @@ def test_a_failed_step_is_retried_as_conserving_substeps(top):
     assert np.max(sol.constraint_residual) <= 1e-12
     fine = cs.simulate(top, 0.2, 0.05 / k)
     np.testing.assert_allclose(sol.q[1], fine.q[k], atol=1e-10)
-    # without failures the recovering step is the plain one
-    np.testing.assert_array_equal(cs.simulate(top, 0.1, 1e-3, on_failure="subdivide").q, cs.simulate(top, 0.1, 1e-3).q)
+    # without failures the recovering step is the plain one, bit for bit in quick code (unoptimized
+    # code, compile="auto"'s for short runs, rounds a step differently inside another program)
+    plain, recovering = (cs.simulate(top, 0.1, 1e-3, on_failure=how, compile="quick") for how in ("raise", "subdivide"))
+    np.testing.assert_array_equal(recovering.q, plain.q)
 
 
 def test_a_solve_that_reaches_round_off_only_at_its_last_iteration_is_not_called_singular(top):

@@ -15,6 +15,9 @@ def test_convergence_table_orders_and_outputs(tmp_path):
         assert table.unknowns[label] == 21
     np.testing.assert_allclose(table.errors["top"], table.errors["same top"], rtol=1e-12)  # deterministic
     assert "Richardson" in table.reference
+    # one code generation for the whole study, so that its run times compare: its longest run's
+    # (the reference's check, 16,000 steps: quick), although a 250-step run alone compiles unoptimized
+    assert table.extra["compile"] == "quick" == table.extra["reference"].stats["compile"]
     table.plot(tmp_path / "c.png")
     table.to_csv(tmp_path / "c.csv")
     assert (tmp_path / "c.png").stat().st_size > 10_000

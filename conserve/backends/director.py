@@ -188,7 +188,7 @@ def sampled_jacobians(model: Model, state: State):
     return list(np.asarray(_sample_jacobians(model, state, noise)))
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _sample_jacobians(model, state, noise):
     """(k, n, n) the step's dense Newton matrices for h = 1e-3 s at the initial guess plus each
     row of noise (k, n) (compiled once per model structure)."""
@@ -267,7 +267,7 @@ def _constant_trend(model: Model, state: State, lam, h) -> Trend:
     return Trend.constant(rates, turns)
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _trend_start(model: Model, state: State) -> Trend:
     """The :class:`Trend` at t0 (zero multipliers)."""
     return _constant_trend(model, state, jnp.zeros(model.n_constraints, state.q.dtype), 1.0)

@@ -179,13 +179,13 @@ def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12):
     return nodes, np.diff(e.T, axis=0), np.diff(w.T, axis=0), stats, failure
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _null_space(model, q):
     """H2(q) (n_q, n_dof) of the model's tree (:func:`~conserve.backends.null_space.null_space`)."""
     return null_space(model.tree, model.blocks(q))
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _velocities(model, q, nu):
     """q̇ = H2(q) ν at every node: q (N, n_q), ν (N, n_dof) -> (N, n_q)."""
     return jax.vmap(lambda qk, nk: velocities(model.tree, model.blocks(qk), nk))(q, nu)

@@ -212,7 +212,7 @@ def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
     return lam.at[kept].set(jax.scipy.linalg.solve_triangular(Ra, -Qa.T @ r1))
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _batch_multipliers(model: Model, before: State, after: State, lams, t, h):
     with bound(model.parameters):  # the laws' Parameters read the model's values, as in the step
         return jax.vmap(_tree_multipliers, in_axes=(None, 0, 0, 0, 0, 0))(model, before, after, lams, t, h)

@@ -57,7 +57,7 @@ def conserved_directions(model, q0, theta0) -> dict:
     return out
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def _invariance_jacobian(model, q, theta):
     """∂(g, s, V)/∂q at q (every constraint row, every joint coordinate — motors and dampers act on
     them — and the potential), compiled once per model structure."""

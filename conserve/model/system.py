@@ -337,7 +337,7 @@ def initial_state(model: Model, parts, rotors) -> State:
                  jax.device_put(np.zeros_like(q0)))
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def coordinate_values(model: Model, q):
     """The tracked joint coordinates s (n_s,) at q (:meth:`Model.coordinate_values`), compiled."""
     return model.coordinate_values(q)
@@ -398,7 +398,7 @@ def independent_rows(G, order, tol=RANK_TOL):
     return sorted(keep)
 
 
-@jit_quick(mode="once")
+@jit_quick(mode="unoptimized")
 def initial_gaps(model: Model, state: State, theta_rate, t=0.0):
     """(g, its tolerance, ġ = G v' + ∂g/∂t, its tolerance, G = ∂g/∂(q, θ)) of every constraint row
     at a state at time t (s), v' = (v, θ'), θ' the rotors' spin rates relative to their masters:

@@ -12,6 +12,7 @@ may be of another model: compare what both have, e.g. a body's coordinates or a 
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -19,7 +20,8 @@ import numpy as np
 
 from ..errors import CoarseStepWarning, ConvergenceError
 from ..progress import ProgressBar
-from ..simulate import simulate
+from ..compilation import resolved_mode
+from ..simulate import check_mode, resolve_backend, run_work, simulate
 
 
 def _coordinates(sol, parts):
@@ -73,7 +75,8 @@ class ConvergenceTable:
         NaN where Newton failed (listed in ``extra["failures"]``)
     unknowns : {label: int} Newton unknowns per step
     reference : description of the reference run
-    extra : ``failures`` {label: [(Δt, step)]} where Newton failed; ``reference`` the reference Solution
+    extra : ``failures`` {label: [(Δt, step)]} where Newton failed; ``reference`` the reference Solution;
+        ``compile`` the code generation of its runs (one, :func:`convergence`'s ``compile``)
     """
 
     dts: np.ndarray
@@ -154,7 +157,7 @@ class ConvergenceTable:
 
 
 def convergence(models, dts, t_end, *, error, reference=None, backend="director", newton=None, order=2,
-                repeats=1, progress=False) -> ConvergenceTable:
+                repeats=1, progress=False, compile="auto") -> ConvergenceTable:
     """Run each model at each step size and measure ``error(sol, ref)``.
 
     Parameters
@@ -171,12 +174,14 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
         several); the reference runs at the first model's
     repeats : runs per point; the fastest run time is kept
     progress : show a progress bar per run on stderr
+    compile : the code generation of every run (``simulate(..., compile=)``): one for the whole
+        study, so that its run times compare; "auto" resolves it once, by the study's longest run
     """
     def run(asm, h, label, backend, order):
         bar = ProgressBar(f"{label}, Δt = {h:g}") if progress else None
         with warnings.catch_warnings():  # coarse steps are the point of a study: its table shows their error
             warnings.simplefilter("ignore", CoarseStepWarning)
-            return simulate(asm, t_end, h, backend=backend, newton=newton, order=order, progress=bar)
+            return simulate(asm, t_end, h, backend=backend, newton=newton, order=order, progress=bar, compile=code)
 
     if not isinstance(models, dict):
         models = {"model": models}
@@ -186,16 +191,20 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
     orders = order if isinstance(order, dict) else {m: order for m in models}
     dts = np.sort(np.asarray(dts, float))[::-1]
     first = next(iter(assemblies))
+    h_ref = float(reference or dts[-1] / 8) if reference is None or np.isscalar(reference) else None
+    longest = math.ceil(t_end / (h_ref / 2 if h_ref else dts[-1]))  # steps of the study's longest run
+    work = max(run_work(resolve_backend(backends[m], newton, order=orders[m]), a.model, longest)
+               for m, a in assemblies.items())
+    code = resolved_mode(check_mode(compile, "convergence"), work)
     note = ""
-    if reference is None or np.isscalar(reference):
-        h_ref = float(reference or dts[-1] / 8)
+    if h_ref:
         ref = run(assemblies[first], h_ref, f"reference ({first})", backends[first], orders[first])
         finer = run(assemblies[first], h_ref / 2, f"reference ({first})", backends[first], orders[first])
         note = (f"{first} at Δt = {h_ref:g}; Richardson check against Δt = {h_ref / 2:g}: "
                 f"{getattr(error, '__name__', 'error')} = {error(ref, finer):.2e}")
     else:
         ref, note = reference, "given Solution"
-    errors, times, per_step, unknowns, failures = {}, {}, {}, {}, {}
+    errors, times, per_step, unknowns, failures, codes = {}, {}, {}, {}, {}, set()
     for m, asm in assemblies.items():
         errors[m], times[m], per_step[m] = [], [], []
         for h in dts:
@@ -206,10 +215,12 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
                 errors[m].append(np.nan), times[m].append(np.nan), per_step[m].append(np.nan)
                 continue
             best = min(runs, key=lambda s: s.stats["run_time"])
+            codes.update(r.stats["compile"] for r in runs)
             errors[m].append(error(best, ref))
             times[m].append(best.stats["run_time"])
             per_step[m].append(best.stats["time_per_step"])
             unknowns[m] = best.stats["unknowns"]
     arr = lambda d: {k: np.asarray(v) for k, v in d.items()}  # noqa: E731
     return ConvergenceTable(dts, arr(errors), arr(times), arr(per_step), unknowns,
-                            getattr(error, "__name__", "error"), note, {"failures": failures, "reference": ref})
+                            getattr(error, "__name__", "error"), note,
+                            {"failures": failures, "reference": ref, "compile": ", ".join(sorted(codes))})
