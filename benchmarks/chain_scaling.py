@@ -13,9 +13,9 @@ The chain: N slender bars of length 0.5 m and 1 kg joined by spherical joints, t
 ground at the origin, hanging tilted and spinning about the vertical (a fully spatial motion),
 gravity; Δt = 1e-3 s, ``--steps`` steps.
 
-* conserve (compiled ``compile="optimized"``, XLA's faster code; simulate's default "quick" compiles
-  in about half the time, benchmarks/results/compile_times.md): compile time from a first one-step
-  call; time per step = ``sol.stats['time_per_step']``
+* conserve (compiled ``compile="optimized"``, XLA's faster code; "quick", which simulate's default
+  "auto" takes for long runs, compiles in about half the time, benchmarks/results/compile_times.md):
+  compile time from a first one-step call; time per step = ``sol.stats['time_per_step']``
   of the following ``--steps`` runs, best of ``--repeats`` (3). The ode backend (DOP853, rtol
   1e-10) is timed per output interval of Δt, so its per-step numbers compare work for the same
   nodes, not the same accuracy. ``--reduced-max N`` skips the reduced backend above N links; by default every
@@ -68,7 +68,7 @@ RHO = 0.8  # generalized-α spectral radius at infinity
 CHECK_N, CHECK_T, CHECK_DTS = 4, 0.5, (1e-3, 1e-4)  # same-problem check: tip trajectory at small dt
 SLOPE_RANGE = (8, 64)
 #: conserve's code generation (``simulate(..., compile=...)``): XLA's faster code for per-step times;
-#: compile times with simulate's default ("quick") are in benchmarks/results/compile_times.md
+#: compile times of every code generation are in benchmarks/results/compile_times.md
 COMPILE = "optimized"
 
 
@@ -300,7 +300,8 @@ def targets_section(rows):
         if (s_key := slope(rows, key)) is not None:
             lines.append(f"- the same slope for {label}: {s_key:.2f}.")
     lines += [f"- 32-link chain, director: **{d32}** (target ≤ 1 ms/step).",
-              f"- reduced compile at N = 64: {r64} (target ≤ 5 s)."]
+              f"- reduced compile at N = 64: {r64} with compile='{COMPILE}' (target ≤ 5 s; every code generation: "
+              "benchmarks/results/compile_times.md)."]
     if ga:
         lines.append("- director ÷ Exudyn GA per N: " + ", ".join(f"N = {n}: {q:.2g}" for n, q in ga) + ".")
     return lines + [""]

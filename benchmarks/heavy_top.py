@@ -7,7 +7,8 @@ every timing is single-core even without taskset. All methods solve ``conserve.p
 its mass, inertia, tip-to-centre length l and initial state (steady precession) are used as given.
 
 * conserve: Δt = 2e-3 … 2.5e-4, compiled ``compile="optimized"`` (XLA's faster code; the per-step
-  comparison) and ``"quick"`` (simulate's default, half the compile time). Compile time from the
+  comparison) and ``"quick"`` (what simulate's default "auto" takes for long runs, half the compile
+  time). Compile time from the
   first call (once per model structure, the other step sizes reuse it); time per step =
   ``sol.stats['run_time']`` / steps of a T = 2 s run after compilation, best of 3.
 * Exudyn (optional, ``pip install -e '.[bench]'``): one ObjectRigidBody with an Euler-parameter node
@@ -74,7 +75,7 @@ def energy_error(E):
 
 # ---------------------------------------------------------------- conserve
 def run_conserve(dt, mode="optimized"):
-    """conserve at step dt, its code generated ``mode`` ("quick", the default of simulate, or
+    """conserve at step dt, its code generated ``mode`` ("quick", what simulate's "auto" takes for long runs, or
     "optimized": ``simulate(..., compile=mode)``, conserve/compilation.py)."""
     assembly = TOP.system().assemble()
     compiled = cs.simulate(assembly, t_end=dt, dt=dt, compile=mode).stats["compile_time"]  # 0 once compiled
