@@ -3,7 +3,7 @@
 backends, each in a fresh process (no persistent compilation cache, no code compiled by another
 model), pinned to one core.
 
-    taskset -c 0 python benchmarks/compile_times.py [--chains 32 64] [--modes quick optimized]
+    taskset -c 0 python benchmarks/compile_times.py [--chains 32 64] [--modes auto quick optimized]
 
 Per model and backend: ``sol.stats['compile_time']`` of the first ``simulate`` call (tracing,
 lowering and XLA's compilation of the run's compiled chunk: what the issue's target of ≤ 5 s

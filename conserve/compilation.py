@@ -3,19 +3,8 @@ chosen by the run's length) and a persistent compilation cache shared across pro
 
 **Code generation.** A run's time is compilation (once per model structure) plus steps. XLA's CPU
 compiler spends most of a step's compilation generating machine code for a few hundred small
-kernels, and its settings trade compilation for speed per step (pinned to one core, Intel Xeon,
-2026-11-27, ``simulate``'s compile time / µs per step, director backend unless marked):
-
-==========================  ===============  ==============  ==============
-model                       "unoptimized"    "quick"         "optimized"
-==========================  ===============  ==============  ==============
-heavy top                   1.2 s / 65       1.9 s / 30      3.2 s / 25
-P5 crane, hybrid, reduced   5.1 s / 396      7.8 s / 156     11.7 s / 145
-P5 crane, full body         2.7 s / 555      4.7 s / 204
-double four-bar             1.2 s / 802      2.2 s / 254
-32-link chain               1.4 s / 2802     2.8 s / 957
-32-link chain, reduced      2.6 s / 2960     5.1 s / 781
-==========================  ===============  ==============  ==============
+kernels, and its settings trade compilation for speed per step (measured per model in the
+README's "Code generation by run length" and ``benchmarks/results/compile_times.md``):
 
 * ``"unoptimized"``: LLVM without optimisation (:data:`UNOPTIMIZED`): 35–50 % less compilation,
   steps 2–4× slower;
@@ -24,8 +13,8 @@ double four-bar             1.2 s / 802      2.2 s / 254
 * ``"optimized"``: XLA's defaults (fusion emitters, LLVM at -O2): 1.5–2× quick's compilation,
   0–25 % faster steps;
 * ``"auto"`` (the default of ``simulate`` and ``simulate_batch``): "unoptimized" for a run of at
-  most :data:`AUTO_WORK` unknown-steps (steps × members × the director backend's unknowns, whichever
-  backend runs), else "quick" (:func:`resolved_mode`). Unoptimized code pays off while the
+  most :data:`AUTO_WORK` unknown-steps (steps × members × composed stages × the director backend's
+  unknowns, whichever backend runs), else "quick" (:func:`resolved_mode`). Unoptimized code pays off while the
   compilation it saves exceeds its slower steps: measured, up to 2·10⁵–10⁶ unknown-steps (the double
   four-bar 1,800 steps, the 32-link chain 750, the heavy top 20,000), so the bound stays a factor
   two below every break-even measured. Adaptive runs, whose length is not known, take "quick".
@@ -74,7 +63,7 @@ UNOPTIMIZED = {**QUICK, "xla_backend_optimization_level": 0}
 MODES = ("auto", "unoptimized", "quick", "optimized")
 
 #: ``compile="auto"`` compiles unoptimized a run of at most this many unknown-steps (steps ×
-#: members × the director backend's unknowns), else quick (see the module docstring)
+#: members × composed stages × the director backend's unknowns), else quick (see the module docstring)
 AUTO_WORK = 100_000
 
 #: Environment variable naming the cache directory; set, it enables the cache at import.
@@ -93,7 +82,7 @@ def _quick_supported() -> bool:
 
 def resolved_mode(mode: str, unknown_steps=None) -> str:
     """The code generation of a run: ``mode``, or for "auto" "unoptimized" when the run's
-    ``unknown_steps`` (steps × members × unknowns; None: not known, an adaptive run) is at most
+    ``unknown_steps`` (:data:`AUTO_WORK`'s measure; None: not known, an adaptive run) is at most
     :data:`AUTO_WORK`, else "quick"."""
     if mode != "auto":
         return mode
@@ -103,8 +92,8 @@ def resolved_mode(mode: str, unknown_steps=None) -> str:
 def compiler_options(mode: str = "quick") -> dict:
     """The XLA options of a compilation mode: "unoptimized", "quick" or "optimized" (see the module
     docstring; "auto" is resolved first, :func:`resolved_mode`)."""
-    if mode not in MODES[1:]:
-        raise ValueError(f"compile must be one of {MODES[1:]}, got {mode!r}.")
+    if mode not in ("unoptimized", "quick", "optimized"):
+        raise ValueError(f"compile must be 'unoptimized', 'quick' or 'optimized' here, got {mode!r}.")
     if mode == "optimized" or not _quick_supported():
         return {}
     return dict(QUICK if mode == "quick" else UNOPTIMIZED)

@@ -53,8 +53,9 @@ class Ensemble:
         its ``stats["run_time"]`` its share of the ensemble's)
     failures : {member index: :class:`~conserve.errors.ConvergenceError`} of the members whose
         step failed (the error is recorded, not raised; its ``partial_solution`` is the member)
-    stats : backend, members, steps, compile_time (s), run_time (s, after compilation, all
-        members), time_per_member_step (s)
+    stats : backend, members, steps, compile (the code generation) and unknown_steps (all members'
+        together, which compile="auto" counts; each member's Solution reports the same), compile_time
+        (s), run_time (s, after compilation, all members), time_per_member_step (s)
     """
 
     members: list
@@ -128,9 +129,9 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     state = jax.tree.map(lambda *a: jnp.asarray(np.stack(a)), *states)
     _check_states(model, batch, state, first)
     _warn_coarse_members(assemblies, states, dt)
-    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
-                "compile": resolved_mode(check_mode(compile, "simulate_batch"),
-                                         len(states) * run_work(backend, model, n_steps)),
+    work = len(states) * run_work(backend, first.model, n_steps)  # a member's model: the stacked one has batch axes
+    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
+                "compile": resolved_mode(check_mode(compile, "simulate_batch"), work),
                 **backend_settings(backend, False)}
     backend = backend.prepare(_widest(model, batch, first.model), states[0])
     carry = _per_member(_Init(backend), batch, model, state)
@@ -163,7 +164,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
                 errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
                                              time=error.time, residual_history=error.residual_history)
         stats = {"backend": backend.name, "members": m, "steps": n_steps, "compile": settings["compile"],
-                 "compile_time": compile_time, "run_time": run_time,
+                 "unknown_steps": work, "compile_time": compile_time, "run_time": run_time,
                  "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
         return Ensemble(solutions, errors, stats)
 

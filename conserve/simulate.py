@@ -24,6 +24,7 @@ from . import checkpoint as checkpoints
 from .adaptive import Adaptive, simulate_adaptive
 from .compilation import MODES, compiler_options, resolved_mode
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
+from .backends.base import Wrapper
 from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
 from .discrete.newton import Newton, run_if
@@ -121,7 +122,7 @@ def model_axes(model, batch):
 
 def compile_chunks(backend, length, args, batch=None, mode="quick"):
     """AOT-compile the chunk runner for these argument shapes once, XLA's code generation by
-    ``mode`` ("quick" or "optimized", :mod:`conserve.compilation`); returns (fn, seconds)."""
+    ``mode`` ("unoptimized", "quick" or "optimized", :mod:`conserve.compilation`); returns (fn, seconds)."""
     leaves, treedef = jax.tree.flatten(args)
     # the leaves' avals (jnp.result_type would cost ~10 µs per leaf and call)
     key = (backend, length, treedef, tuple((np.shape(x), np.dtype(x.dtype) if hasattr(x, "dtype") else
@@ -199,7 +200,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     overwrite : replace a run already checkpointed in ``checkpoint`` (default: refuse)
     compile : XLA's code generation for the run (:mod:`conserve.compilation`): "auto" (default:
         "unoptimized" for a run of at most ``conserve.compilation.AUTO_WORK`` = 10⁵ unknown-steps
-        — steps × the director backend's unknowns —, else "quick"), "unoptimized" (35–50 % less
+        — steps × composed stages × the director backend's unknowns —, else "quick"), "unoptimized" (35–50 % less
         compilation than quick, steps 2–4× slower), "quick", or "optimized" (1.5–2× quick's
         compilation, steps 0–25 % faster: runs of more than ~10⁵ steps); the steps agree to
         round-off. ``sol.stats["compile"]`` names the one used
@@ -240,8 +241,9 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         return _simulate_reference(backend, assembly, t0, t_end, dt)
     warn_coarse_steps(assembly, dt)
     check_drives_at(assembly, t0)
-    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk,
-                "compile": resolved_mode(check_mode(compile), run_work(backend, assembly.model, n_steps)),
+    work = run_work(backend, assembly.model, n_steps)
+    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
+                "compile": resolved_mode(check_mode(compile), work),
                 **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
     carry = backend.init(assembly.model, assembly.initial_state)
@@ -312,7 +314,7 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
 
 
 def check_mode(mode, who="simulate"):
-    """``mode`` if it is a compilation mode of :data:`conserve.compilation.MODES`, else a ModelError."""
+    """``mode`` if it is a code generation of :data:`conserve.compilation.MODES`, else a ModelError."""
     if mode not in MODES:
         raise ModelError(f"{who}: compile must be one of {list(MODES)}, got {mode!r}.")
     return mode
@@ -322,10 +324,10 @@ def run_work(backend: StepBackend, model: Model, steps: int) -> int:
     """A run's unknown-steps, which ``compile="auto"`` compiles by (:func:`conserve.compilation.resolved_mode`):
     steps × sub-steps per step (a composition's stages) × the director backend's unknowns, whichever
     backend runs (the reduced backend's steps cost about as much as the director's)."""
-    stages, inner = 1, backend
-    while inner is not None:  # wrappers: compositions, subdivision
-        stages *= len(getattr(inner, "fractions", (1,)))
-        inner = getattr(inner, "inner", None)
+    stages = 1
+    while isinstance(backend, Wrapper):  # compositions (their stages), subdivision
+        stages *= len(backend.fractions) if isinstance(backend, Composition) else 1
+        backend = backend.inner
     return steps * stages * director_unknowns(model)
 
 
@@ -427,6 +429,7 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
     before a step is taken; the directory is locked while the run goes on."""
     check_progress(progress, "resume")
     assembly, settings, n, stored, pieces, ckpt = checkpoints.read(path, system, trust_laws)
+    settings.setdefault("compile", "optimized")  # checkpoints written before the option: XLA's defaults
     try:
         backend = settings["backend"]
         if backend == "director":
@@ -513,8 +516,7 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     t0, dt, n_steps = settings["t0"], settings["dt"], settings["n_steps"]
     # numpy scalars, not jax ones: each jax scalar made in Python is a dispatch of its own (~50 µs)
     args = (model, carry, np.int32(0), np.int32(n_steps), np.float64(t0), np.float64(dt))
-    # checkpoints written before the option existed were compiled with XLA's defaults
-    run, compile_time = compile_chunks(backend, settings["chunk"], args, mode=settings.get("compile", "optimized"))
+    run, compile_time = compile_chunks(backend, settings["chunk"], args, mode=settings["compile"])
 
     failed, failure = False, None
     tic = time.perf_counter()
@@ -582,7 +584,8 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
         h = np.concatenate([np.zeros(0), *(p["step_h"] for p in pieces if "step_h" in p)])
     else:
         t, h = t0 + dt * np.arange(n + 1), dt
-    stats = {"backend": backend.name, "steps": n, "compile": settings.get("compile", "optimized"),
+    stats = {"backend": backend.name, "steps": n, "compile": settings["compile"],
+             "unknown_steps": settings.get("unknown_steps"),
              "compile_time": compile_time,
              "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
@@ -617,7 +620,7 @@ def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
                         substeps=np.ones(n, np.int32),
                         layout=layout_record(assembly.layout),
                         diagnostics=diagnostics(assembly.model, nodes, t0 + dt * np.arange(n + 1)),
-                        stats={"backend": backend.name, "steps": n, **stats}, assembly=assembly)
+                        stats={"backend": backend.name, "steps": n, "compile": None, **stats}, assembly=assembly)
     if failure:
         raise SimulationError(f"backend '{backend.name}' failed after t = {t0 + n * dt:.6g} s: {failure}. Kept the "
                               f"{n + 1} "

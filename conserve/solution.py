@@ -165,7 +165,9 @@ class Solution:
     substeps : (N,) sub-steps each step took (1; 2^k after a recovery, ``on_failure="subdivide"``)
     layout : parts, constraint rows (and dropped ones), coordinate and work names, degrees of freedom
     diagnostics : energies, momenta, constraint residual per node (see properties)
-    stats : backend, steps, compile_time (s), run_time (s, after compilation), time_per_step (s),
+    stats : backend, steps, compile (the code generation, :mod:`conserve.compilation`; None for a
+        reference integrator) and unknown_steps (the run's measure for compile="auto"; None for
+        adaptive steps), compile_time (s), run_time (s, after compilation), time_per_step (s),
         unknowns, newton_matrix (the Newton matrix's linear algebra: "dense", "coloured" or "tree",
         :mod:`conserve.discrete.linear`; step backends only)
     """

@@ -1,6 +1,7 @@
 """How compiled code is made and kept (conserve.compilation): a second process running the same
 model structure loads the compiled step from the persistent cache instead of compiling it, and
-computes the same numbers; quick and optimized code take the same steps."""
+computes the same numbers; unoptimized, quick and optimized code take the same steps, and
+compile="auto" chooses by the run's length."""
 
 import json
 import os
@@ -47,7 +48,8 @@ def test_the_code_generations_take_the_same_steps():
 
     system = cs.problems.heavy_top()
     auto = cs.simulate(system, t_end=0.5, dt=2e-3)  # 250 steps × 21 unknowns
-    assert auto.stats["compile"] == "unoptimized"
+    assert auto.stats["compile"] == "unoptimized" and auto.stats["unknown_steps"] == 250 * 21
+    assert np.array_equal(auto.q, cs.simulate(system, t_end=0.5, dt=2e-3, compile="unoptimized").q)
     quick = cs.simulate(system, t_end=0.5, dt=2e-3, compile="quick")
     optimized = cs.simulate(system, t_end=0.5, dt=2e-3, compile="optimized")
     for other in (auto, optimized):
@@ -72,7 +74,7 @@ def test_auto_compiles_unoptimized_up_to_the_work_bound():
     import conserve as cs
 
     model = cs.problems.heavy_top().assemble().model
-    n = model.n_coordinates + model.n_constraints + 2 * model.n_rotors
+    n = 21  # the heavy top's director unknowns: 12 coordinates, 9 multipliers (6 director, 3 joint)
     steps = AUTO_WORK // n
     for backend in (Director(), Reduced()):
         assert run_work(backend, model, steps) == steps * n

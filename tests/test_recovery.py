@@ -29,6 +29,8 @@ def test_a_failed_step_is_retried_as_conserving_substeps(top):
     # code, compile="auto"'s for short runs, rounds a step differently inside another program)
     plain, recovering = (cs.simulate(top, 0.1, 1e-3, on_failure=how, compile="quick") for how in ("raise", "subdivide"))
     np.testing.assert_array_equal(recovering.q, plain.q)
+    plain, recovering = (cs.simulate(top, 0.1, 1e-3, on_failure=how) for how in ("raise", "subdivide"))
+    assert recovering.stats["compile"] == "unoptimized" and np.max(np.abs(recovering.q - plain.q)) <= 1e-10
 
 
 def test_a_solve_that_reaches_round_off_only_at_its_last_iteration_is_not_called_singular(top):

@@ -3,10 +3,12 @@
 import numpy as np
 
 from conserve import studies
+from conserve.simulate import _compiled
 from conserve.problems import HeavyTop, ThompsonPendulum
 
 
 def test_convergence_table_orders_and_outputs(tmp_path):
+    compiled_before = set(_compiled)
     table = studies.convergence({"top": HeavyTop().system(), "same top": HeavyTop().system().assemble()},
                                 [2e-3, 1e-3, 5e-4], 0.5, error=studies.marker_error("top"))
     for label in ("top", "same top"):
@@ -18,6 +20,7 @@ def test_convergence_table_orders_and_outputs(tmp_path):
     # one code generation for the whole study, so that its run times compare: its longest run's
     # (the reference's check, 16,000 steps: quick), although a 250-step run alone compiles unoptimized
     assert table.extra["compile"] == "quick" == table.extra["reference"].stats["compile"]
+    assert {key[-1] for key in set(_compiled) - compiled_before} == {"quick"}  # the modes of its compiled runs
     table.plot(tmp_path / "c.png")
     table.to_csv(tmp_path / "c.csv")
     assert (tmp_path / "c.png").stat().st_size > 10_000

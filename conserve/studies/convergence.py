@@ -12,7 +12,6 @@ may be of another model: compare what both have, e.g. a body's coordinates or a 
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -21,7 +20,7 @@ import numpy as np
 from ..errors import CoarseStepWarning, ConvergenceError
 from ..progress import ProgressBar
 from ..compilation import resolved_mode
-from ..simulate import check_mode, resolve_backend, run_work, simulate
+from ..simulate import check_mode, resolve_backend, run_work, simulate, time_grid
 
 
 def _coordinates(sol, parts):
@@ -76,7 +75,7 @@ class ConvergenceTable:
     unknowns : {label: int} Newton unknowns per step
     reference : description of the reference run
     extra : ``failures`` {label: [(Δt, step)]} where Newton failed; ``reference`` the reference Solution;
-        ``compile`` the code generation of its runs (one, :func:`convergence`'s ``compile``)
+        ``compile`` the code generation of all its runs (:func:`convergence`'s ``compile`` resolved)
     """
 
     dts: np.ndarray
@@ -192,7 +191,7 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
     dts = np.sort(np.asarray(dts, float))[::-1]
     first = next(iter(assemblies))
     h_ref = float(reference or dts[-1] / 8) if reference is None or np.isscalar(reference) else None
-    longest = math.ceil(t_end / (h_ref / 2 if h_ref else dts[-1]))  # steps of the study's longest run
+    longest = time_grid(0.0, t_end, h_ref / 2 if h_ref else dts[-1], 1, "convergence")[3]  # the longest run's steps
     work = max(run_work(resolve_backend(backends[m], newton, order=orders[m]), a.model, longest)
                for m, a in assemblies.items())
     code = resolved_mode(check_mode(compile, "convergence"), work)
@@ -204,7 +203,7 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
                 f"{getattr(error, '__name__', 'error')} = {error(ref, finer):.2e}")
     else:
         ref, note = reference, "given Solution"
-    errors, times, per_step, unknowns, failures, codes = {}, {}, {}, {}, {}, set()
+    errors, times, per_step, unknowns, failures = {}, {}, {}, {}, {}
     for m, asm in assemblies.items():
         errors[m], times[m], per_step[m] = [], [], []
         for h in dts:
@@ -215,7 +214,6 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
                 errors[m].append(np.nan), times[m].append(np.nan), per_step[m].append(np.nan)
                 continue
             best = min(runs, key=lambda s: s.stats["run_time"])
-            codes.update(r.stats["compile"] for r in runs)
             errors[m].append(error(best, ref))
             times[m].append(best.stats["run_time"])
             per_step[m].append(best.stats["time_per_step"])
@@ -223,4 +221,4 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
     arr = lambda d: {k: np.asarray(v) for k, v in d.items()}  # noqa: E731
     return ConvergenceTable(dts, arr(errors), arr(times), arr(per_step), unknowns,
                             getattr(error, "__name__", "error"), note,
-                            {"failures": failures, "reference": ref, "compile": ", ".join(sorted(codes))})
+                            {"failures": failures, "reference": ref, "compile": code})

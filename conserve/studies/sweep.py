@@ -21,12 +21,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import numbers
 import os
 from pathlib import Path
 
+from ..compilation import resolved_mode
 from ..ensemble import simulate_batch
 from ..errors import ConvergenceError, ModelError, SimulationError
-from ..simulate import simulate
+from ..model.system import as_assembly
+from ..simulate import CHUNK, resolve_backend, run_work, simulate, time_grid
 from ..solution import Solution
 
 
@@ -88,16 +91,29 @@ def run_members(make_system, members, t_end, dt, directory, options):
     if not members:
         return
     if len(members) == 1:
+        assembly = as_assembly(make_system(**members[0]), "sweep")
         try:
-            solution, failure = simulate(make_system(**members[0]), t_end, dt, **options), None
+            solution = simulate(assembly, t_end, dt, **_member_code(assembly, t_end, dt, options))
+            failure = None
         except ConvergenceError as err:
             solution, failure = err.partial_solution, str(err)
         _store(directory, members[0], solution, failure)
         return
-    ensemble = simulate_batch([make_system(**m) for m in members], t_end, dt, **options)
+    assemblies = [as_assembly(make_system(**m), "sweep") for m in members]
+    ensemble = simulate_batch(assemblies, t_end, dt, **_member_code(assemblies[0], t_end, dt, options))
     for i, (m, solution) in enumerate(zip(members, ensemble)):
         failure = ensemble.failures.get(i)
         _store(directory, m, solution, None if failure is None else str(failure))
+
+
+def _member_code(assembly, t_end, dt, options):
+    """``options`` with compile="auto" resolved by one member's run, so every member runs the same
+    code however the sweep is batched or resumed (an ensemble's "auto" would count all its members)."""
+    if options.get("compile", "auto") != "auto" or not isinstance(dt, numbers.Real):
+        return options  # a code generation chosen, or adaptive steps (quick)
+    n_steps = time_grid(options.get("t0", 0.0), t_end, dt, options.get("chunk", CHUNK), "sweep")[3]
+    backend = resolve_backend(options.get("backend", "director"), options.get("newton"), order=options.get("order", 2))
+    return {**options, "compile": resolved_mode("auto", run_work(backend, assembly.model, n_steps))}
 
 
 def gather(directory, members):
