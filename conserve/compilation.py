@@ -13,18 +13,20 @@ README's "Code generation by run length" and ``benchmarks/results/compile_times.
 * ``"optimized"``: XLA's defaults (fusion emitters, LLVM at -O2): 1.5–2× quick's compilation,
   0–25 % faster steps;
 * ``"auto"`` (the default of ``simulate`` and ``simulate_batch``): "unoptimized" for a run of at
-  most :data:`AUTO_WORK` unknown-steps (steps × members × composed stages × the director backend's
-  unknowns, whichever backend runs), else "quick" (:func:`resolved_mode`). Unoptimized code pays off while the
-  compilation it saves exceeds its slower steps: measured, up to 2·10⁵–10⁶ unknown-steps (the double
-  four-bar 1,800 steps, the 32-link chain 750, the heavy top 20,000), so the bound stays a factor
-  two below every break-even measured. Adaptive runs, whose length is not known, take "quick".
+  most :data:`AUTO_WORK` unknown-steps (steps × members × composed stages × the director
+  backend's unknowns, whichever backend runs), else "quick" (:func:`resolved_mode`). Unoptimized
+  code pays off while the compilation it saves exceeds its slower steps: measured, up to
+  2·10⁵–10⁶ unknown-steps (the double four-bar 1,800 steps, the 32-link chain 750, the heavy top
+  20,000), so the bound stays a factor two below every break-even measured. Adaptive runs, whose
+  length is not known, take "quick"; a convergence study and a sweep resolve it once for all their
+  runs (by the study's longest run; per member).
 
 ``simulate(..., compile="optimized")`` for long production runs and benchmarks. All compile the
 same program: the steps agree to round-off (their floating point operations are ordered and
 contracted differently: the heavy top's q after a step, 3e-15 unoptimized against quick) and
-conserve alike; a run's mode is in
-``sol.stats["compile"]`` and a resumed run keeps it, so it continues bit for bit. Pass
-``compile="quick"`` to have runs of different lengths share their first steps bit for bit.
+conserve alike; a run's code generation is in ``sol.stats["compile"]`` and a resumed run keeps
+it, so it continues bit for bit. Pass ``compile="quick"`` to have runs of different lengths share
+their first steps bit for bit.
 Functions that run once per model or run (assembly checks, structure detection, diagnostics,
 post-processing) are compiled unoptimized (:func:`jit_quick`). A jaxlib that does not know these
 options gets its defaults.

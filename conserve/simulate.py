@@ -200,10 +200,10 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     overwrite : replace a run already checkpointed in ``checkpoint`` (default: refuse)
     compile : XLA's code generation for the run (:mod:`conserve.compilation`): "auto" (default:
         "unoptimized" for a run of at most ``conserve.compilation.AUTO_WORK`` = 10⁵ unknown-steps
-        — steps × composed stages × the director backend's unknowns —, else "quick"), "unoptimized" (35–50 % less
-        compilation than quick, steps 2–4× slower), "quick", or "optimized" (1.5–2× quick's
-        compilation, steps 0–25 % faster: runs of more than ~10⁵ steps); the steps agree to
-        round-off. ``sol.stats["compile"]`` names the one used
+        — steps × composed stages × the director backend's unknowns —, else "quick"),
+        "unoptimized" (35–50 % less compilation than quick, steps 2–4× slower), "quick", or
+        "optimized" (1.5–2× quick's compilation, steps 0–25 % faster: runs of more than ~10⁵
+        steps); the steps agree to round-off. ``sol.stats["compile"]`` names the one used
 
     Returns
     -------
@@ -585,9 +585,7 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
     else:
         t, h = t0 + dt * np.arange(n + 1), dt
     stats = {"backend": backend.name, "steps": n, "compile": settings["compile"],
-             "unknown_steps": settings.get("unknown_steps"),
-             "compile_time": compile_time,
-             "run_time": run_time,
+             "unknown_steps": settings.get("unknown_steps"), "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
              "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1)),
              "newton_matrix": getattr(getattr(backend, "linear", None), "name", None)}  # "dense", "coloured", "tree"

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..compilation import resolved_mode
 from ..errors import CoarseStepWarning, ConvergenceError
 from ..progress import ProgressBar
-from ..compilation import resolved_mode
 from ..simulate import check_mode, resolve_backend, run_work, simulate, time_grid
 
 
