@@ -19,7 +19,8 @@ README's "Code generation by run length" and ``benchmarks/results/compile_times.
   2·10⁵–10⁶ unknown-steps (the double four-bar 1,800 steps, the 32-link chain 750, the heavy top
   20,000), so the bound stays a factor two below every break-even measured. Adaptive runs, whose
   length is not known, take "quick"; a convergence study and a sweep resolve it once for all their
-  runs (by the study's longest run; per member).
+  runs (by the study's longest run; by all the sweep's members, whose code is shared). A loop of
+  many short runs of one model is best given ``compile="quick"``: its compilation is shared.
 
 ``simulate(..., compile="optimized")`` for long production runs and benchmarks. All compile the
 same program: the steps agree to round-off (their floating point operations are ordered and

@@ -65,9 +65,9 @@ def sweep(make_system, grid, t_end, dt, directory, *, executor=None, batch=1, **
     errors = []
     if executor is None:
         for task in tasks:
-            run_members(make_system, task, t_end, dt, str(directory), options)
+            run_members(make_system, task, t_end, dt, str(directory), options, len(members))
     else:
-        futures = [executor.submit(run_members, make_system, task, t_end, dt, str(directory), options)
+        futures = [executor.submit(run_members, make_system, task, t_end, dt, str(directory), options, len(members))
                    for task in tasks]
         for future in futures:
             try:
@@ -83,37 +83,38 @@ def sweep(make_system, grid, t_end, dt, directory, *, executor=None, batch=1, **
     return gather(directory, members)
 
 
-def run_members(make_system, members, t_end, dt, directory, options):
+def run_members(make_system, members, t_end, dt, directory, options, n_members=1):
     """Run and store one task's members (in a worker): each alone, or all as one ensemble. Members
     stored already are skipped, so a task run twice (an executor recomputing a result lost with a
-    worker, as dask does) rewrites nothing."""
+    worker, as dask does) rewrites nothing. ``n_members``: the whole sweep's, for compile="auto"."""
     members = [m for m in members if not member_path(directory, m).exists()]
     if not members:
         return
     if len(members) == 1:
         assembly = as_assembly(make_system(**members[0]), "sweep")
         try:
-            solution = simulate(assembly, t_end, dt, **_member_code(assembly, t_end, dt, options))
+            solution = simulate(assembly, t_end, dt, **_sweep_code(assembly, t_end, dt, options, n_members))
             failure = None
         except ConvergenceError as err:
             solution, failure = err.partial_solution, str(err)
         _store(directory, members[0], solution, failure)
         return
     assemblies = [as_assembly(make_system(**m), "sweep") for m in members]
-    ensemble = simulate_batch(assemblies, t_end, dt, **_member_code(assemblies[0], t_end, dt, options))
+    ensemble = simulate_batch(assemblies, t_end, dt, **_sweep_code(assemblies[0], t_end, dt, options, n_members))
     for i, (m, solution) in enumerate(zip(members, ensemble)):
         failure = ensemble.failures.get(i)
         _store(directory, m, solution, None if failure is None else str(failure))
 
 
-def _member_code(assembly, t_end, dt, options):
-    """``options`` with compile="auto" resolved by one member's run, so every member runs the same
-    code however the sweep is batched or resumed (an ensemble's "auto" would count all its members)."""
+def _sweep_code(assembly, t_end, dt, options, n_members):
+    """``options`` with compile="auto" resolved by the whole sweep's work, ``n_members`` times this
+    member's run (their compiled code is shared: many short runs pay for quick code), so every
+    member runs the same code however the sweep is batched, spread or resumed."""
     if options.get("compile", "auto") != "auto" or not isinstance(dt, numbers.Real):
         return options  # a code generation chosen, or adaptive steps (quick)
     n_steps = time_grid(options.get("t0", 0.0), t_end, dt, options.get("chunk", CHUNK), "sweep")[3]
     backend = resolve_backend(options.get("backend", "director"), options.get("newton"), order=options.get("order", 2))
-    return {**options, "compile": resolved_mode("auto", run_work(backend, assembly.model, n_steps))}
+    return {**options, "compile": resolved_mode("auto", n_members * run_work(backend, assembly.model, n_steps))}
 
 
 def gather(directory, members):
