@@ -11,6 +11,7 @@ before it is returned inside the raised error.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 import warnings
 from collections import OrderedDict
@@ -329,6 +330,15 @@ def run_work(backend: StepBackend, model: Model, steps: int) -> int:
         stages *= len(backend.fractions) if isinstance(backend, Composition) else 1
         backend = backend.inner
     return steps * stages * director_unknowns(model)
+
+
+def planned_work(model: Model, t_end, dt, backend="director", newton=None, order=2, t0=0.0, who="simulate"):
+    """The unknown-steps (:func:`run_work`) of a run of ``model`` from t0 to t_end by the fixed step
+    dt with these options, before it runs (studies and sweeps resolve ``compile="auto"`` for all
+    their runs with it); None for adaptive steps."""
+    if not isinstance(dt, numbers.Real):
+        return None
+    return run_work(resolve_backend(backend, newton, order=order), model, time_grid(t0, t_end, dt, 1, who)[3])
 
 
 def time_grid(t0, t_end, dt, chunk, who="simulate"):

@@ -20,7 +20,7 @@ import numpy as np
 from ..compilation import resolved_mode
 from ..errors import CoarseStepWarning, ConvergenceError
 from ..progress import ProgressBar
-from ..simulate import check_mode, resolve_backend, run_work, simulate, time_grid
+from ..simulate import check_mode, planned_work, simulate
 
 
 def _coordinates(sol, parts):
@@ -191,8 +191,8 @@ def convergence(models, dts, t_end, *, error, reference=None, backend="director"
     dts = np.sort(np.asarray(dts, float))[::-1]
     first = next(iter(assemblies))
     h_ref = float(reference or dts[-1] / 8) if reference is None or np.isscalar(reference) else None
-    longest = time_grid(0.0, t_end, h_ref / 2 if h_ref else dts[-1], 1, "convergence")[3]  # the longest run's steps
-    work = max(run_work(resolve_backend(backends[m], newton, order=orders[m]), a.model, longest)
+    h_min = h_ref / 2 if h_ref else dts[-1]  # the study's longest run
+    work = max(planned_work(a.model, t_end, h_min, backends[m], newton, orders[m], who="convergence")
                for m, a in assemblies.items())
     code = resolved_mode(check_mode(compile, "convergence"), work)
     note = ""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import numbers
 import os
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from ..compilation import resolved_mode
 from ..ensemble import simulate_batch
 from ..errors import ConvergenceError, ModelError, SimulationError
 from ..model.system import as_assembly
-from ..simulate import CHUNK, resolve_backend, run_work, simulate, time_grid
+from ..simulate import planned_work, simulate
 from ..solution import Solution
 
 
@@ -110,11 +109,11 @@ def _sweep_code(assembly, t_end, dt, options, n_members):
     """``options`` with compile="auto" resolved by the whole sweep's work, ``n_members`` times this
     member's run (their compiled code is shared: many short runs pay for quick code), so every
     member runs the same code however the sweep is batched, spread or resumed."""
-    if options.get("compile", "auto") != "auto" or not isinstance(dt, numbers.Real):
-        return options  # a code generation chosen, or adaptive steps (quick)
-    n_steps = time_grid(options.get("t0", 0.0), t_end, dt, options.get("chunk", CHUNK), "sweep")[3]
-    backend = resolve_backend(options.get("backend", "director"), options.get("newton"), order=options.get("order", 2))
-    return {**options, "compile": resolved_mode("auto", n_members * run_work(backend, assembly.model, n_steps))}
+    if options.get("compile", "auto") != "auto":
+        return options
+    work = planned_work(assembly.model, t_end, dt, **{k: options[k] for k in ("backend", "newton", "order", "t0")
+                                                      if k in options}, who="sweep")
+    return {**options, "compile": resolved_mode("auto", None if work is None else n_members * work)}
 
 
 def gather(directory, members):
