@@ -11,7 +11,8 @@ README's "Code generation by run length" and ``benchmarks/results/compile_times.
 * ``"quick"``: XLA's classic elemental emitters instead of its MLIR fusion emitters, LLVM at -O1
   (:data:`QUICK`);
 * ``"optimized"``: XLA's defaults (fusion emitters, LLVM at -O2): 1.5–2× quick's compilation,
-  0–25 % faster steps;
+  0–25 % faster steps (all three without XLA's YNNPACK dot fusions, :data:`BASE`: 0–15 % faster
+  steps, an ensemble's up to 1.8×);
 * ``"auto"`` (the default of ``simulate`` and ``simulate_batch``): "unoptimized" for a run of at
   most :data:`AUTO_WORK` unknown-steps (steps × members × composed stages × the director
   backend's unknowns, whichever backend runs), else "quick" (:func:`resolved_mode`). Unoptimized
@@ -52,15 +53,26 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+#: XLA options of every code generation: small dots are XLA's own loops, not YNNPACK calls (XLA's
+#: CPU default fuses dots with their neighbours into calls of the YNNPACK library, built for large
+#: matrices; a model's are 3 × 3 … 21 × 21 and batched by ensembles). Measured, pinned, optimized:
+#: an ensemble of 1,000 heavy tops 11.3 → 6.4 µs per member-step (reduced backend), 21.7 → 18.2
+#: (director); one top 56.7 → 43.9 µs per step (reduced), 30.8 → 27.9 (director); the P5 crane
+#: 143.6 → 129.5 µs; compilation 5–7 % shorter. Quick and unoptimized code: steps 0–15 % faster.
+BASE = {"xla_cpu_experimental_ynn_fusion_type": ""}
+
 #: XLA options of quick compilation: the classic elemental IR emitters instead of the MLIR fusion
 #: emitters, LLVM at -O1 (about half the compilation time, 0–25 % more time per step)
-QUICK = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+QUICK = {**BASE, "xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
 
 #: XLA options of unoptimized code: LLVM without optimisation. Short runs (``compile="auto"``) and
 #: functions run once per model or run (checks, structure detection, diagnostics, post-processing:
 #: their compilation is all they cost; the structure detection of a 8-link chain compiles in 0.23 s
 #: instead of 0.64 s with :data:`QUICK`)
 UNOPTIMIZED = {**QUICK, "xla_backend_optimization_level": 0}
+
+#: XLA options of optimized code: XLA's defaults but for :data:`BASE`
+OPTIMIZED = dict(BASE)
 
 #: the choices of ``simulate(..., compile=...)``
 MODES = ("auto", "unoptimized", "quick", "optimized")
@@ -74,10 +86,12 @@ ENVIRONMENT_VARIABLE = "CONSERVE_COMPILATION_CACHE"
 
 
 @functools.cache
-def _quick_supported() -> bool:
-    """Whether this jaxlib's XLA knows the options of :data:`QUICK` (it rejects unknown ones)."""
+def _supported(option: str) -> bool:
+    """Whether this jaxlib's XLA knows an option of :data:`QUICK` or :data:`BASE` (it rejects
+    unknown ones)."""
     try:
-        jax.jit(jnp.negative, compiler_options=QUICK).lower(jnp.zeros(())).compile()
+        jax.jit(jnp.negative, compiler_options={option: QUICK.get(option, BASE.get(option))}).lower(
+            jnp.zeros(())).compile()
         return True
     except Exception:  # noqa: BLE001  (an XLA error naming the option)
         return False
@@ -94,12 +108,12 @@ def resolved_mode(mode: str, unknown_steps=None) -> str:
 
 def compiler_options(mode: str = "quick") -> dict:
     """The XLA options of a compilation mode: "unoptimized", "quick" or "optimized" (see the module
-    docstring; "auto" is resolved first, :func:`resolved_mode`)."""
+    docstring; "auto" is resolved first, :func:`resolved_mode`), without those this jaxlib does not
+    know."""
     if mode not in ("unoptimized", "quick", "optimized"):
         raise ValueError(f"compile must be 'unoptimized', 'quick' or 'optimized' here, got {mode!r}.")
-    if mode == "optimized" or not _quick_supported():
-        return {}
-    return dict(QUICK if mode == "quick" else UNOPTIMIZED)
+    options = {"unoptimized": UNOPTIMIZED, "quick": QUICK, "optimized": OPTIMIZED}[mode]
+    return {key: value for key, value in options.items() if _supported(key)}
 
 
 def jit_quick(fn=None, *, mode="quick", **jit_kwargs):
