@@ -83,3 +83,23 @@ def test_auto_compiles_unoptimized_up_to_the_work_bound():
     assert run_work(Composition(Director(), 4), model, 10) == 5 * 10 * n
     assert resolved_mode("auto", None) == "quick"  # an adaptive run's length is not known
     assert resolved_mode("optimized", 1) == "optimized"
+
+
+def test_options_this_xla_does_not_know_are_dropped(monkeypatch):
+    """Every code generation passes XLA the options of its mode (BASE's in all three), but only
+    those this jaxlib's XLA accepts: an unknown option (a jaxlib that renamed one) is dropped
+    alone, so a run still compiles, with the other options."""
+    import jax
+    import jax.numpy as jnp
+
+    from conserve import compilation
+
+    for mode, options in (("unoptimized", compilation.UNOPTIMIZED), ("quick", compilation.QUICK),
+                          ("optimized", compilation.OPTIMIZED)):
+        assert compilation.BASE.items() <= options.items()
+        assert compilation.compiler_options(mode).items() <= options.items()
+    monkeypatch.setattr(compilation, "QUICK", {**compilation.QUICK, "xla_no_such_option": True})
+    options = compilation.compiler_options("quick")
+    assert "xla_no_such_option" not in options and options == {k: v for k, v in compilation.QUICK.items()
+                                                               if k != "xla_no_such_option"}
+    assert float(jax.jit(jnp.negative, compiler_options=options)(1.0)) == -1.0
