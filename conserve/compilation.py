@@ -11,8 +11,8 @@ README's "Code generation by run length" and ``benchmarks/results/compile_times.
 * ``"quick"``: XLA's classic elemental emitters instead of its MLIR fusion emitters, LLVM at -O1
   (:data:`QUICK`);
 * ``"optimized"``: XLA's defaults (fusion emitters, LLVM at -O2): 1.5–2× quick's compilation,
-  0–25 % faster steps (all three without XLA's YNNPACK dot fusions, :data:`BASE`: 0–15 % faster
-  steps, an ensemble's up to 1.8×);
+  0–25 % faster steps (all three without XLA's YNNPACK dot fusions, :data:`BASE`: reduced steps
+  5–22 % faster, an ensemble's up to 1.8×);
 * ``"auto"`` (the default of ``simulate`` and ``simulate_batch``): "unoptimized" for a run of at
   most :data:`AUTO_WORK` unknown-steps (steps × members × composed stages × the director
   backend's unknowns, whichever backend runs), else "quick" (:func:`resolved_mode`). Unoptimized
@@ -55,10 +55,10 @@ import jax.numpy as jnp
 
 #: XLA options of every code generation: small dots are XLA's own loops, not YNNPACK calls (XLA's
 #: CPU default fuses dots with their neighbours into calls of the YNNPACK library, built for large
-#: matrices; a model's are 3 × 3 … 21 × 21 and batched by ensembles). Measured, pinned, optimized:
-#: an ensemble of 1,000 heavy tops 11.3 → 6.4 µs per member-step (reduced backend), 21.7 → 18.2
-#: (director); one top 56.7 → 43.9 µs per step (reduced), 30.8 → 27.9 (director); the P5 crane
-#: 143.6 → 129.5 µs; compilation 5–7 % shorter. Quick and unoptimized code: steps 0–15 % faster.
+#: matrices; a model's are 3 × 3 … 21 × 21 and batched by ensembles). Measured, pinned: an ensemble
+#: of 1,000 heavy tops with the reduced backend 11–13 → 6–7.5 µs per member-step, with the director
+#: 0–16 % faster; a reduced step 5–22 % faster (heavy top, P5 crane; every code generation);
+#: director steps and compilation unchanged within the noise (±8 %).
 BASE = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 #: XLA options of quick compilation: the classic elemental IR emitters instead of the MLIR fusion
