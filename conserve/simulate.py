@@ -462,14 +462,8 @@ def warn_coarse_steps(assembly, dt):
     the midpoint rule turns a free spin ω by 2 atan(|ω|Δt/2) instead of |ω|Δt per step (a 20 %
     lag at |ω|Δt = 1.5), so precession and nutation are far from converged (though conserving)."""
     layout, state = assembly.layout, assembly.initial_state
-    q, v = np.asarray(state.q).reshape(-1, 3), np.asarray(state.v).reshape(-1, 3)
-    fast = {}
-    for part in layout.parts:
-        if part.n_blocks == 4:
-            o = layout.offsets[part.name]
-            rate = np.linalg.norm(0.5 * np.sum(np.cross(q[o + 1:o + 4], v[o + 1:o + 4]), axis=0))
-            if rate * dt > COARSE_TURN:
-                fast[part.name] = rate
+    fast = {name: float(rate) for name, rate in spin_rates(layout, state.q, state.v).items()
+            if rate * dt > COARSE_TURN}
     if fast:
         turns = ", ".join(f"'{name}' {rate * dt:.3g} rad (|ω| = {rate:.4g} rad/s)" for name, rate in fast.items())
         rotors = sorted(set(fast) & {r.name for r in layout.body_rotors})
@@ -479,6 +473,15 @@ def warn_coarse_steps(assembly, dt):
             f"stay exact); use dt ≤ {COARSE_TURN / max(fast.values()):.3g} s"
             + (f", or model {', '.join(rotors)} as Rotor(..., model='hybrid'), whose spin angle is exact at any step"
                if rotors else "") + ".", CoarseStepWarning, stacklevel=3)
+
+
+def spin_rates(layout, q, v):
+    """{part name: |ω| in rad/s} of the full-body parts (four blocks) at coordinates q and
+    velocities v (…, n_q), ω = ½ Σ d_i × ḋ_i (arrays of the leading shape: all members at once)."""
+    Q, V = (np.asarray(x).reshape(*np.shape(x)[:-1], -1, 3) for x in (q, v))
+    return {part.name: np.linalg.norm(0.5 * np.sum(np.cross(Q[..., o + 1:o + 4, :], V[..., o + 1:o + 4, :]), axis=-2),
+                                      axis=-1)
+            for part in layout.parts if part.n_blocks == 4 for o in (layout.offsets[part.name],)}
 
 
 def _number(name, x, who="simulate"):

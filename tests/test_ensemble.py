@@ -89,7 +89,8 @@ def test_an_ensemble_stopped_between_chunks_keeps_the_steps_it_took():
 
 def test_initial_states_of_one_system_and_their_checks():
     """One system with a batch of initial states; a state off the joint is refused, naming the
-    member and the joint, and so are a state with a NaN and a member of another structure."""
+    member and the joint, and so are a state with a NaN and a member of another structure; a
+    member too fast for the step is warned of by its number."""
     assembly = problems.heavy_top().assemble()
     states = [_spun(assembly, w) for w in (0.0, 2.0)]
     ensemble = cs.simulate_batch(assembly, 0.01, 1e-3, initial_states=states)
@@ -98,6 +99,12 @@ def test_initial_states_of_one_system_and_their_checks():
     with compiles_nothing():  # again, with the system built anew: every program is compiled already
         again = cs.simulate_batch(problems.heavy_top().assemble(), 0.01, 1e-3, initial_states=states)
     assert np.array_equal(again[1].q, ensemble[1].q)
+    # a member that turns more than a radian per step is named, as simulate would warn for it alone
+    fast = _spun(assembly, 900.0)  # |ω| ≈ 1041 rad/s: 1.04 rad per step
+    with pytest.warns(cs.CoarseStepWarning, match=r"^member 1: simulate: at t0 these parts turn more than 1 rad "
+                                                   r"per step: 'top' 1\.04 rad"):
+        coarse = cs.simulate_batch(assembly, 0.01, 1e-3, initial_states=[states[0], fast])
+    assert not coarse.failures
     off = states[1]._replace(q=states[1].q.at[0].add(1e-3))
     with pytest.raises(InconsistentInitialState, match=r"member 1: the initial positions violate 'tip'"):
         cs.simulate_batch(assembly, 0.01, 1e-3, initial_states=[states[0], off])
