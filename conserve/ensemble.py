@@ -39,7 +39,7 @@ from .model.assembled import State
 from .model.parameters import bound
 from .model.system import as_assembly, initial_gaps
 from .simulate import (CHUNK, COARSE_TURN, NODE_FIELDS, assemble_solution, backend_settings, check_mode, check_progress,
-                       compile_chunks, model_axes, piece, resolve_backend, run_work, spin_rates, time_grid,
+                       compile_chunks, model_axes, piece, resolve_backend, run_work, part_spin_rates, time_grid,
                        warn_coarse_steps)
 from .solution import Solution, node_diagnostics
 
@@ -373,7 +373,7 @@ def _check_states(model, batch, state, first):
 def _warn_coarse_members(assemblies, states, dt):
     """simulate's CoarseStepWarning, once, for the first member that turns too fast per step (the
     members' spin rates at once, the warning from that member's own check)."""
-    rates = spin_rates(assemblies[0].layout, np.stack([s.q for s in states]), np.stack([s.v for s in states]))
+    rates = part_spin_rates(assemblies[0].layout, np.stack([s.q for s in states]), np.stack([s.v for s in states]))
     fast = np.flatnonzero(np.any([rate * dt > COARSE_TURN for rate in rates.values()], axis=0))
     if fast.size:
         i = int(fast[0])

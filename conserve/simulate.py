@@ -462,7 +462,7 @@ def warn_coarse_steps(assembly, dt):
     the midpoint rule turns a free spin ω by 2 atan(|ω|Δt/2) instead of |ω|Δt per step (a 20 %
     lag at |ω|Δt = 1.5), so precession and nutation are far from converged (though conserving)."""
     layout, state = assembly.layout, assembly.initial_state
-    fast = {name: float(rate) for name, rate in spin_rates(layout, state.q, state.v).items()
+    fast = {name: float(rate) for name, rate in part_spin_rates(layout, state.q, state.v).items()
             if rate * dt > COARSE_TURN}
     if fast:
         turns = ", ".join(f"'{name}' {rate * dt:.3g} rad (|ω| = {rate:.4g} rad/s)" for name, rate in fast.items())
@@ -475,13 +475,16 @@ def warn_coarse_steps(assembly, dt):
                if rotors else "") + ".", CoarseStepWarning, stacklevel=3)
 
 
-def spin_rates(layout, q, v):
+def part_spin_rates(layout, q, v):
     """{part name: |ω| in rad/s} of the full-body parts (four blocks) at coordinates q and
     velocities v (…, n_q), ω = ½ Σ d_i × ḋ_i (arrays of the leading shape: all members at once)."""
     Q, V = (np.asarray(x).reshape(*np.shape(x)[:-1], -1, 3) for x in (q, v))
-    return {part.name: np.linalg.norm(0.5 * np.sum(np.cross(Q[..., o + 1:o + 4, :], V[..., o + 1:o + 4, :]), axis=-2),
-                                      axis=-1)
-            for part in layout.parts if part.n_blocks == 4 for o in (layout.offsets[part.name],)}
+    rates = {}
+    for part in layout.parts:
+        if part.n_blocks == 4:
+            d = slice(layout.offsets[part.name] + 1, layout.offsets[part.name] + 4)  # its directors
+            rates[part.name] = np.linalg.norm(0.5 * np.sum(np.cross(Q[..., d, :], V[..., d, :]), axis=-2), axis=-1)
+    return rates
 
 
 def _number(name, x, who="simulate"):
