@@ -108,9 +108,9 @@ def compiler_options(mode: str = "quick") -> dict:
     """The XLA options of a compilation mode: "unoptimized", "quick" or "optimized" (see the module
     docstring; "auto" is resolved first, :func:`resolved_mode`), without those this jaxlib does not
     know."""
-    if mode not in ("unoptimized", "quick", "optimized"):
+    options = {"unoptimized": UNOPTIMIZED, "quick": QUICK, "optimized": OPTIMIZED}.get(mode)
+    if options is None:
         raise ValueError(f"compile must be 'unoptimized', 'quick' or 'optimized' here, got {mode!r}.")
-    options = {"unoptimized": UNOPTIMIZED, "quick": QUICK, "optimized": OPTIMIZED}[mode]
     if _accepted(tuple(options.items())):  # one test compilation, not one per option
         return dict(options)
     return {key: value for key, value in options.items() if _accepted(((key, value),))}

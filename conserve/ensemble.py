@@ -32,15 +32,15 @@ import numpy as np
 
 from .backends import ReferenceBackend
 from .compilation import jit_quick, resolved_mode
-from .errors import ConvergenceError, InconsistentInitialState, ModelError
+from .errors import CoarseStepWarning, ConvergenceError, InconsistentInitialState, ModelError
 from .failures import keep_partial
 from .fingerprint import fingerprint
 from .model.assembled import State
 from .model.parameters import bound
 from .model.system import as_assembly, initial_gaps
 from .simulate import (CHUNK, COARSE_TURN, NODE_FIELDS, assemble_solution, backend_settings, check_mode, check_progress,
-                       compile_chunks, model_axes, piece, resolve_backend, run_work, part_spin_rates, time_grid,
-                       warn_coarse_steps)
+                       coarse_step_message, compile_chunks, model_axes, part_spin_rates, piece, resolve_backend,
+                       run_work, time_grid)
 from .solution import Solution, node_diagnostics
 
 
@@ -149,9 +149,10 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
                                                                np.full((m, 1), t0)))
         taken = [(*jax.tree.map(lambda a: np.asarray(a)[:, :np.max(done)], (out, diag)), done)  # the steps taken
                  for out, diag, done in chunks]
-        start = {**{f"node_{k}": np.asarray(getattr(state, k)) for k in NODE_FIELDS},  # as numpy once, not per member
+        # as numpy once, not once per member
+        start = {**{f"node_{k}": np.asarray(getattr(state, k))[:, None] for k in NODE_FIELDS},
                  **{f"diag_{k}": np.asarray(a) for k, a in first.items()}}
-        pieces = [[{k: a[i][None] if k.startswith("node_") else a[i] for k, a in start.items()}]
+        pieces = [[{k: a[i] for k, a in start.items()}]
                   + [piece(jax.tree.map(lambda a: a[i], out), done[i], jax.tree.map(lambda a: a[i], diag))
                      for out, diag, done in taken if done[i]]
                   for i in range(m)]
@@ -372,12 +373,10 @@ def _check_states(model, batch, state, first):
 
 def _warn_coarse_members(assemblies, states, dt):
     """simulate's CoarseStepWarning, once, for the first member that turns too fast per step (the
-    members' spin rates at once, the warning from that member's own check)."""
+    members' spin rates at once)."""
     rates = part_spin_rates(assemblies[0].layout, np.stack([s.q for s in states]), np.stack([s.v for s in states]))
     fast = np.flatnonzero(np.any([rate * dt > COARSE_TURN for rate in rates.values()], axis=0))
     if fast.size:
         i = int(fast[0])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            warn_coarse_steps(replace(assemblies[i], initial_state=states[i]), dt)
-        warnings.warn(f"member {i}: {caught[0].message}", caught[0].category, stacklevel=3)
+        message = coarse_step_message(assemblies[i].layout, states[i].q, states[i].v, dt)
+        warnings.warn(f"member {i}: {message}", CoarseStepWarning, stacklevel=3)

@@ -461,18 +461,24 @@ def warn_coarse_steps(assembly, dt):
     """Warn when full-body parts turn more than :data:`COARSE_TURN` rad per step at the start:
     the midpoint rule turns a free spin ω by 2 atan(|ω|Δt/2) instead of |ω|Δt per step (a 20 %
     lag at |ω|Δt = 1.5), so precession and nutation are far from converged (though conserving)."""
-    layout, state = assembly.layout, assembly.initial_state
-    fast = {name: float(rate) for name, rate in part_spin_rates(layout, state.q, state.v).items()
-            if rate * dt > COARSE_TURN}
-    if fast:
-        turns = ", ".join(f"'{name}' {rate * dt:.3g} rad (|ω| = {rate:.4g} rad/s)" for name, rate in fast.items())
-        rotors = sorted(set(fast) & {r.name for r in layout.body_rotors})
-        warnings.warn(
-            f"simulate: at t0 these parts turn more than {COARSE_TURN:g} rad per step: {turns}. The midpoint rule "
+    message = coarse_step_message(assembly.layout, assembly.initial_state.q, assembly.initial_state.v, dt)
+    if message:
+        warnings.warn(message, CoarseStepWarning, stacklevel=3)
+
+
+def coarse_step_message(layout, q, v, dt):
+    """What :func:`warn_coarse_steps` says of the full-body parts at q, v (n_q,) that turn more than
+    :data:`COARSE_TURN` rad per step dt, or None when none does."""
+    fast = {name: float(rate) for name, rate in part_spin_rates(layout, q, v).items() if rate * dt > COARSE_TURN}
+    if not fast:
+        return None
+    turns = ", ".join(f"'{name}' {rate * dt:.3g} rad (|ω| = {rate:.4g} rad/s)" for name, rate in fast.items())
+    rotors = sorted(set(fast) & {r.name for r in layout.body_rotors})
+    return (f"simulate: at t0 these parts turn more than {COARSE_TURN:g} rad per step: {turns}. The midpoint rule "
             "turns a spin ω by 2 atan(|ω|Δt/2) per step, so their motion is far from converged (energy and momentum "
             f"stay exact); use dt ≤ {COARSE_TURN / max(fast.values()):.3g} s"
             + (f", or model {', '.join(rotors)} as Rotor(..., model='hybrid'), whose spin angle is exact at any step"
-               if rotors else "") + ".", CoarseStepWarning, stacklevel=3)
+               if rotors else "") + ".")
 
 
 def part_spin_rates(layout, q, v):
