@@ -170,22 +170,24 @@ def _link_change(pia, rigid, pa, Ra, pb, Rb, P, xa, xb, xs):
     −2 S_a R_b for R_a = (I + S_a) Q) and grow by ×3 per link down a chain (a 32-link chain
     left its constraints by 1e-7 in 8 steps)."""
     eye = jnp.eye(3, dtype=Ra.dtype)
-    X = Ra.T @ Rb
+    mm = lambda A, B: contract("ij,jk->ik", A, B)  # noqa: E731
+    mv = lambda A, x: contract("ij,j->i", A, x)  # noqa: E731
+    X = contract("ji,jk->ik", Ra, Rb)
     correction = rotation_correction(X)
     R_rel = X + correction  # the nearest rotation: round-off must not pile up down the tree
-    d = pb + Rb @ P["at_b"] - pa - Ra @ P["at_a"]
-    p_rel = Ra.T @ d
-    dp_rel = xs @ jnp.cross(P["slide_u"], P["slide_w"]) - P["fixed"] @ p_rel
-    cB = cayley_increment(P["rot_b"].T @ xb)
-    dR_rel = cayley_increment(P["rot_a"].T @ xa) @ R_rel @ (eye + cB) + R_rel @ cB + correction
+    d = pb + mv(Rb, P["at_b"]) - pa - mv(Ra, P["at_a"])
+    p_rel = contract("ji,j->i", Ra, d)
+    dp_rel = contract("k,ki->i", xs, jnp.cross(P["slide_u"], P["slide_w"])) - mv(P["fixed"], p_rel)
+    cB = cayley_increment(contract("ji,j->i", P["rot_b"], xb))
+    dR_rel = mm(mm(cayley_increment(contract("ji,j->i", P["rot_a"], xa)), R_rel), eye + cB) + mm(R_rel, cB) + correction
     R_rel1, p_rel1 = X + dR_rel, p_rel + dp_rel
-    K = jnp.where(pia, Ra @ dR_rel + (Ra @ X - Rb), Rb @ dR_rel.T + (Rb @ X.T - Ra))
+    K = jnp.where(pia, mm(Ra, dR_rel) + (mm(Ra, X) - Rb), mm(Rb, dR_rel.T) + (mm(Rb, X.T) - Ra))
     K = jnp.where(rigid, K, 0.0)  # a point mass has no rotation
     M = jnp.where(rigid, jnp.where(pia, R_rel1, R_rel1.T), 0.0)
     s = jnp.where(pia, P["at_a"] + p_rel1, P["at_b"])
-    t = jnp.where(pia, 1.0, -1.0) * (Ra @ dp_rel + (Ra @ p_rel - d))
+    t = jnp.where(pia, 1.0, -1.0) * (mv(Ra, dp_rel) + (mv(Ra, p_rel) - d))
     r = jnp.where(pia, P["at_b"], p_rel1 + P["at_a"])
-    return M, K, s - M @ r, t - K @ r
+    return M, K, s - mv(M, r), t - mv(K, r)
 
 
 def _changes(tree: Tree, Q0, u):
@@ -274,7 +276,7 @@ def increment_rates(tree: Tree, inverse: TangentInverse, dq):
     frame_p = np.where(top.parent_is_a[:, None], top.frame_a, top.frame_b)
     ddR_p, ddphi_p = jnp.swapaxes(D[frame_p[:, 1:]], -1, -2), D[frame_p[:, 0]]
     ddR, ddphi = jnp.swapaxes(D[top.child[:, 1:]], -1, -2), D[top.child[:, 0]]
-    b = jnp.concatenate([(ddR - ddR_p @ inverse.M).reshape(-1, 9),
+    b = jnp.concatenate([(ddR - contract("lij,ljk->lik", ddR_p, inverse.M)).reshape(-1, 9),
                          ddphi - ddphi_p - contract("lij,lj->li", ddR_p, inverse.a)], axis=1)
     dz = contract("lzk,lk->lz", inverse.pinv, b)
     return jnp.zeros(tree.n_dof + 1, dq.dtype).at[_slots(top)].set(dz)[:tree.n_dof]

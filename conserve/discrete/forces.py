@@ -39,7 +39,7 @@ def constraint_force(model: Model, q0, q1, theta0, theta1, s0, s1, lam):
         lk = lam_all[rows].reshape(-1, len(kind.rows))
         if isinstance(kind, InvariantConstraintKind):
             def dg(pe, a, b, le, kind=kind):
-                return discrete_gradient(lambda pi: le @ kind.outer(pe, pi), a, b)
+                return discrete_gradient(lambda pi: jnp.sum(le * kind.outer(pe, pi)), a, b)
             lk = jax.vmap(dg)(p, kind.invariants(p, C0), kind.invariants(p, C1), lk)
         cotangents.append(lk)
 

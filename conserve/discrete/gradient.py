@@ -39,5 +39,5 @@ def discrete_gradient(energy, pi0, pi1):
     norm2 = jnp.sum(dpi * dpi)
     small = norm2 <= SMALL**2 * (jnp.sum(pi0 * pi0) + jnp.sum(pi1 * pi1)) + jnp.finfo(norm2.dtype).tiny
     safe_norm2 = jnp.where(small, 1.0, norm2)
-    correction = (energy(pi1) - energy(pi0) - grad_mid @ dpi) / safe_norm2
+    correction = (energy(pi1) - energy(pi0) - jnp.sum(grad_mid * dpi)) / safe_norm2
     return grad_mid + jnp.where(small, 0.0, correction) * dpi

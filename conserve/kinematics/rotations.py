@@ -145,7 +145,8 @@ def cayley_increment(x):
     without the cancellation of cay(x) − I: a small turn keeps its relative accuracy, as the
     reduced backend's increments need)."""
     X = skew(x)
-    return (4.0 / (4.0 + jnp.sum(x * x, axis=-1)))[..., None, None] * (X + 0.5 * X @ X)
+    X2 = jnp.sum(X[..., :, :, None] * X[..., None, :, :], axis=-2)  # x̂², a product and sum (see tensor.py)
+    return (4.0 / (4.0 + jnp.sum(x * x, axis=-1)))[..., None, None] * (X + 0.5 * X2)
 
 
 def rotation_correction(X):
@@ -154,4 +155,4 @@ def rotation_correction(X):
     symmetric error S of X = (I + S) R to O(|S|²) (keeps chained products of rotations from
     accumulating round-off); the correction is computed without cancelling X."""
     cof = jnp.stack([jnp.cross(X[1], X[2]), jnp.cross(X[2], X[0]), jnp.cross(X[0], X[1])])
-    return 0.5 * (cof / jnp.dot(X[0], cof[0]) - X)
+    return 0.5 * (cof / jnp.sum(X[0] * cof[0]) - X)

@@ -52,7 +52,7 @@ class Angle(CoordinateGeometry):
     @staticmethod
     def increment(pi0, pi1):
         sigma = pi0[0] * pi1[1] - pi0[1] * pi1[0]
-        c = pi0 @ pi1
+        c = jnp.sum(pi0 * pi1)
         dtheta = jnp.arctan2(sigma, c)
         t = sigma / jnp.where(c == 0, 1.0, c)
         series = (c > 0) & (jnp.abs(t) < 1e-3)
