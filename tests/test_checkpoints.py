@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -303,3 +304,35 @@ def test_runs_killed_at_random_moments_in_two_directories_resume_bit_for_bit(tmp
         whole = cs.simulate(system, 1.0, 1e-3, checkpoint=tmp_path / f"whole-{which}", checkpoint_every=25)
         for key in ("q", "v", "multipliers", "newton_iterations"):
             np.testing.assert_array_equal(getattr(resumed, key), getattr(whole, key))
+
+
+#: A user's module and class whose attributes laws read (``cfg.GAIN``-style settings)
+settings = types.ModuleType("settings_of_a_user")
+settings.GAIN = 1.0
+
+
+class Settings:
+    gain = 1.0
+
+
+def test_laws_reading_another_modules_or_a_class_attribute_see_its_changes(monkeypatch, tmp_path):
+    """Systems built alike share their laws (and compiled code) when the laws compute the same: a
+    law reading a module's attribute or a class attribute computes something else when it changed
+    (before: the first system's law ran on with the old gain, and a resumed run took the new one
+    as unchanged). A constant torque τ about the principal axis e1 (J = 1) of a body at rest spins
+    it up to ω1 = τ t."""
+    def build():
+        body = cs.RigidBody("plate", mass=1.0, inertia=(1.0, 2.0, 2.5))
+        law = lambda t, state: jnp.array([settings.GAIN + Settings.gain, 0.0, 0.0])  # noqa: E731
+        return cs.System([body, cs.Torque(body, law, name="actuator")])
+
+    T = 0.02
+    for gain, change in [(1.0, None), (2.0, "module"), (3.0, "class")]:
+        if change == "module":
+            monkeypatch.setattr(settings, "GAIN", gain)
+        elif change == "class":
+            monkeypatch.setattr(Settings, "gain", gain)
+        omega = cs.simulate(build(), T, 1e-3, checkpoint=tmp_path / str(gain))["plate"].angular_velocity[-1]
+        np.testing.assert_allclose(omega, [(settings.GAIN + Settings.gain) * T, 0.0, 0.0], atol=1e-12)
+    with pytest.raises(cs.ModelError, match="its laws"):  # run with gains 1 + 1, settings now 2 + 3
+        cs.resume(tmp_path / "1.0", build())

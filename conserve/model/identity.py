@@ -6,11 +6,13 @@ element kinds and rotor laws (:data:`LAW_FIELDS`): static parts of the compiled 
 compares by identity, so a system built anew (its laws new function objects) would trace and
 compile everything again. :class:`LawHasher` hashes what a law computes: a function's bytecode
 and constants, its default arguments, the values it closes over and the globals it reads
-(numbers, arrays, functions, recursively), so editing a gain in a closure or in a module constant
-changes the hash, while re-creating the same lambda, even in a new process, does not. Library
-callables (jax, numpy, scipy, conserve, the standard library) are identified by name, a
-:class:`~conserve.Parameter` by its name (its value is the model's). An object whose state cannot
-be read (no ``__dict__``, not a number, array, container or function) makes the law *opaque*.
+(numbers, arrays, functions, recursively; of a user's module the attributes it may read, of a
+user's class its methods and data), so editing a gain in a closure, a module constant, another
+module's attribute (``cfg.GAIN``) or a class attribute changes the hash, while re-creating the
+same lambda, even in a new process, does not. Library callables (jax, numpy, scipy, conserve,
+the standard library) are identified by name, a :class:`~conserve.Parameter` by its name (its
+value is the model's). An object whose state cannot be read (no ``__dict__``, not a number, array,
+container or function) makes the law *opaque*.
 :func:`shared_laws` replaces a model's laws by the first equal ones seen.
 """
 
@@ -77,6 +79,7 @@ class LawHasher:
     def __init__(self):
         self._h = hashlib.sha256()
         self._seen = {}  # id -> object: holding it keeps its id from being reused by a temporary
+        self._names = frozenset()  # the names the function being hashed reads (globals, attributes)
         self.opaque = []
 
     def hexdigest(self):
@@ -95,9 +98,12 @@ class LawHasher:
             return self._put("array", a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
         if isinstance(x, Parameter):  # its value is the model's, not the law's: only its name counts
             return self._put("parameter", x.name)
-        if id(x) in self._seen:  # recursion (a function reading itself through its globals)
+        # seen before (recursion: a function reading itself through its globals); a module per
+        # set of names read from it
+        key = (id(x), self._names) if isinstance(x, types.ModuleType) else id(x)
+        if key in self._seen:
             return self._put("seen", type(x).__name__)
-        self._seen[id(x)] = x
+        self._seen[key] = x
         if isinstance(x, (tuple, list)):
             self._put(type(x).__name__, len(x))
             for item in x:
@@ -107,14 +113,17 @@ class LawHasher:
             for k in sorted(x, key=repr):
                 self.add(k)
                 self.add(x[k])
-        elif isinstance(x, types.ModuleType):
+        elif isinstance(x, types.ModuleType):  # a user's module: the attributes the law may read
             self._put("module", x.__name__)
+            if not _library(x.__name__):
+                self.add({n: getattr(x, n) for n in sorted(self._names) if hasattr(x, n)})
         elif _by_name(x):
             self._put("named", x.__module__, x.__qualname__)
-        elif isinstance(x, type):  # a user's class: its name and the code of its methods
+        elif isinstance(x, type):  # a user's class: its name, the code of its methods, its data
             self._put("class", x.__module__, x.__qualname__)
             self.add({k: getattr(v, "__func__", v) for k, v in vars(x).items()
-                      if isinstance(getattr(v, "__func__", v), types.FunctionType)})
+                      if isinstance(getattr(v, "__func__", v), types.FunctionType)
+                      or (isinstance(v, _DATA) and not k.startswith("__"))})
         elif isinstance(x, functools.partial):
             self._put("partial")
             self.add((x.func, x.args, x.keywords))
@@ -140,10 +149,12 @@ class LawHasher:
     def _function(self, fn):
         self._put("function")
         self._code(fn.__code__)
+        names = frozenset(_global_names(fn.__code__))  # globals and attribute names: a module's attributes it reads
+        outer, self._names = self._names, names
         self.add((fn.__defaults__, fn.__kwdefaults__))
         self.add(tuple(_cell(c) for c in fn.__closure__ or ()))
-        names = sorted(_global_names(fn.__code__))
-        self.add({n: fn.__globals__[n] for n in names if n in fn.__globals__})
+        self.add({n: fn.__globals__[n] for n in sorted(names) if n in fn.__globals__})
+        self._names = outer
 
     def _code(self, code):
         self._put("code", code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_argcount)
@@ -166,11 +177,19 @@ def _global_names(code):
     return names
 
 
+#: Class attributes hashed with a user's class besides its methods (a gain kept on the class).
+_DATA = (bool, int, float, complex, str, bytes, np.ndarray, np.generic, tuple, list, dict)
+
+
+def _library(module):
+    return module.split(".")[0] in LIBRARIES and not module.startswith("conserve.problems")
+
+
 def _by_name(x):
     """Library classes, callables and top-level functions are identified by their name; a library
     function defined inside another (a wrapper carrying a user's law) is hashed by content."""
     module = getattr(x, "__module__", None)
-    if not isinstance(module, str) or module.split(".")[0] not in LIBRARIES or module.startswith("conserve.problems"):
+    if not isinstance(module, str) or not _library(module):
         return False
     if isinstance(x, types.FunctionType):
         return "<" not in x.__qualname__
