@@ -8,8 +8,8 @@ from . import kinematics, problems, studies  # noqa: F401
 from .adaptive import Adaptive
 from .compilation import enable_compilation_cache
 from .discrete import Newton
-from .errors import (CoarseStepWarning, ConvergenceError, FileError, InconsistentInitialState, InvalidInertia,
-                     InvalidMass, InvalidOrientation, ModelError, SimulationError)
+from .errors import (CoarseStepWarning, ConstraintWarning, ConvergenceError, FileError, InconsistentInitialState,
+                     InvalidInertia, InvalidMass, InvalidOrientation, ModelError, SimulationError)
 from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Force, Gravity, JointDrive, JointMotor,
                     JointSpringDamper, Parallel, Perpendicular, Planar, PointMass, Potential, Prismatic,
                     Revolute, RigidBody, Rope, Rotor, Spherical, SpringDamper, System, Torque,
@@ -27,8 +27,8 @@ from .stepping import energy, initial_state, step, trajectory
 __version__ = "0.1.0"
 
 __all__ = [
-    "Newton", "CoarseStepWarning", "ConvergenceError", "FileError", "InconsistentInitialState", "InvalidInertia",
-    "InvalidMass",
+    "Newton", "CoarseStepWarning", "ConstraintWarning", "ConvergenceError", "FileError", "InconsistentInitialState",
+    "InvalidInertia", "InvalidMass",
     "InvalidOrientation", "ModelError", "SimulationError", "CentralGravity", "Constraint", "Cylindrical",
     "Distance", "Fixed", "Force", "Gravity", "JointDrive", "JointMotor", "JointSpringDamper", "Parallel",
     "Perpendicular", "Planar", "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor",

@@ -59,3 +59,8 @@ class ConvergenceError(SimulationError):
 class CoarseStepWarning(UserWarning):
     """A step too coarse for the motion it has to follow (a part turning more than about a
     radian per step): the run conserves exactly, but its trajectory is far from converged."""
+
+
+class ConstraintWarning(UserWarning):
+    """A constraint the step does not solve was violated during a run: a row dropped at assembly
+    as redundant, which was dependent on the others only at the initial configuration."""

@@ -29,11 +29,11 @@ from .backends.base import Wrapper
 from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
 from .discrete.newton import Newton, run_if
-from .errors import CoarseStepWarning, ModelError, SimulationError
+from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
 from .model.assembled import Model, State
 from .model.parameters import bound
-from .model.system import as_assembly, check_drives_at
+from .model.system import POSITION_TOL, as_assembly, check_drives_at
 from .solution import Solution, diagnostics, layout_record
 
 #: Steps per compiled chunk (at most: its loop stops at the end of the run, so every run length
@@ -623,10 +623,36 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
     solution = Solution.deferred(multipliers, t=t, q=q, v=v, s=s, p=p, theta=theta, newton_iterations=iters,
                                  work=work, dissipation=dissipation, substeps=substeps,
                                  layout=layout_record(layout), diagnostics=diag, stats=stats, assembly=assembly)
+    warn_violated_redundant_rows(layout, diag.get("constraint_residual"), t)
     if failed:
         history = np.asarray(failure[0])[: int(failure[1])]
         return solution, convergence_error(n, t0 + n * dt, dt, Newton(*settings["newton"]), history, solution, settings)
     return solution, None
+
+
+#: |g| beyond which a run's constraint residual means a row it does not solve was left (the rows
+#: solved hold to round-off, ~1e-15 of their terms)
+LEFT_CONSTRAINT = 1e3 * POSITION_TOL
+
+
+def warn_violated_redundant_rows(layout, residual, t):
+    """Warn (:class:`~conserve.errors.ConstraintWarning`) when the constraints of a run whose
+    assembly dropped rows as redundant are violated: rows dependent on the others only at the
+    initial configuration (a singular pose) are left by the motion, since the step does not solve
+    them. ``residual`` (N+1,) max |g| of every row at the nodes' times ``t``."""
+    if not layout.dropped_rows or residual is None or not len(residual):
+        return
+    worst = int(np.nanargmax(residual)) if np.any(np.isfinite(residual)) else 0
+    if not residual[worst] > LEFT_CONSTRAINT:
+        return
+    rows = ", ".join(f"'{layout.constraint_rows[i][0]}' ({layout.constraint_rows[i][1]})" for i in layout.dropped_rows)
+    warnings.warn(
+        f"simulate: the constraints are violated by up to {residual[worst]:.3g} (max |g|, at t = {t[worst]:.6g} s), "
+        f"which the rows dropped at assembly as redundant explain: {rows}. They depended on the others only at the "
+        "initial configuration (a singular pose: a mechanism at a dead centre, constraints aligned), so the step "
+        "does not solve them and the motion left them. Start from a configuration where the constraints are "
+        "independent, or remove the constraint that is redundant there (assemble(redundant='raise') lists them).",
+        ConstraintWarning, stacklevel=4)
 
 
 def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):

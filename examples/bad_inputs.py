@@ -157,6 +157,17 @@ def _coarse_spin():
         return cs.simulate(cs.System([core, wheel]), 0.1, 0.05)
 
 
+def _redundant_at_the_start_only():
+    import warnings
+
+    mass = cs.PointMass("m", mass=1.0, position=(1.0, 0.0, 0.0), velocity=(0.0, 1.0, 0.0))
+    rods = [cs.Distance(cs.ground, mass, points=(anchor, (1.0, 0.0, 0.0)), name=name)  # collinear at t0
+            for anchor, name in (((0.0, 0.0, 0.0), "rod1"), ((2.0, 0.0, 0.0), "rod2"))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cs.ConstraintWarning)
+        return cs.simulate(cs.System([mass, *rods]), 0.5, 1e-2)
+
+
 def _degrees():
     import warnings
 
@@ -236,6 +247,8 @@ CASES = [
     ("a joint 50 µm open 7000 km from the origin", _open_joint_in_orbit, cs.InconsistentInitialState, "hinge"),
     ("resume with a law whose state cannot be read", _unreadable_law, cs.ModelError, "trust_laws"),
     ("a fast full-body rotor at a coarse step (a warning)", _coarse_spin, cs.CoarseStepWarning, "hybrid"),
+    ("constraints dependent only at the start (a warning)", _redundant_at_the_start_only, cs.ConstraintWarning,
+     "'rod2'"),
     ("a joint angle in degrees (a warning)", _degrees, UserWarning, "'elbow'"),
 ]
 
