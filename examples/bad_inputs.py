@@ -237,6 +237,9 @@ CASES = [
     ("massless rotor as a full body", lambda: cs.Rotor("wheel", body(), axis=(0, 0, 1), axial_inertia=0.02,
                                                        transverse_inertia=0.012, model="body"),
      cs.InvalidMass, "wheel"),
+    ("a potential of invariants that are not quadratic", lambda: cs.System([b := body(), cs.Potential(
+        [b], invariants=lambda f: jnp.linalg.norm(f.position)[None], energy=lambda pi: pi[0], name="well")]).assemble(),
+     cs.ModelError, "'well'"),
     ("more steps than a run can count", lambda: cs.simulate(one_body(), 1e12, 1e-3), cs.ModelError, "steps"),
     ("a pure step of zero length", lambda: cs.step(one_body().assemble(), cs.initial_state(one_body()), 0.0, 0.0),
      cs.ModelError, "h = 0"),

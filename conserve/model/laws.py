@@ -59,7 +59,7 @@ def check_all(owner: str, laws):
 def check(owner: str, law: Law):
     """Evaluate ``law`` abstractly; raise a ModelError naming ``owner`` if it cannot run in the
     step or returns the wrong shape or type. Returns the shape of its result."""
-    where = f"'{owner}': its {law.what} {_name(law.fn)}"
+    where = f"'{owner}': its {law.what} {law_name(law.fn)}"
     expected = f"Expected: {law.signature}, returning {law.returns}"
     try:
         inspect.signature(law.fn).bind(*law.args)
@@ -130,7 +130,7 @@ def as_array(fn):
     return law
 
 
-def _name(fn):
+def law_name(fn):
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     code = getattr(fn, "__code__", None)
     return f"'{name}'" + (f" ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code else "")

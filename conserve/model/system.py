@@ -21,6 +21,7 @@ import scipy.linalg
 from ..compilation import jit_quick
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
+from .custom import check_quadratic_invariants
 from .bodies import Ground, Part
 from .laws import check_all
 from .parameters import recording
@@ -231,6 +232,7 @@ class System:
         groups, row_priority = stacked_terms(terms, layout, tree_owners)
         model = shared_laws(make_model(parts, layout, groups))  # laws equal to an earlier model's: its compiled code
         state = initial_state(model, parts, layout.rotors)
+        check_quadratic_invariants(others, layout, model.blocks(state.q))
         if project_velocities:
             state = projected_velocities(model, layout, state)
         keep = checked_constraints(model, layout, state, row_priority, redundant)
