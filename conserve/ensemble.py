@@ -117,7 +117,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     assemblies, states = _members(members, initial_states)
     check_progress(progress, "simulate_batch")
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
-    chunk = min(chunk, fitted_chunk(n_steps))
+    chunk = min(int(chunk), fitted_chunk(n_steps))
     if t0 != 0.0 and any(a.model.time_dependent for a in assemblies):
         raise ModelError("simulate_batch: members with prescribed motions (JointDrive) start at t0 = 0 "
                          "(their laws are checked there at assembly).")

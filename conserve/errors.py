@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 
 class ModelError(ValueError):
     """The model as given cannot be simulated (bad parameters, inconsistent initial state)."""
@@ -64,3 +66,9 @@ class CoarseStepWarning(UserWarning):
 class ConstraintWarning(UserWarning):
     """A constraint the step does not solve was violated during a run: a row dropped at assembly
     as redundant, which was dependent on the others only at the initial configuration."""
+
+
+def is_count(x) -> bool:
+    """True if x is an integer (a Python or numpy one; not a bool): what a number of steps, a chunk
+    length or a number of subdivisions must be (checked, with a message, where it is given)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)

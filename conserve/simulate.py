@@ -29,7 +29,7 @@ from .backends.base import Wrapper
 from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
 from .discrete.newton import Newton, run_if
-from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError
+from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError, is_count
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
 from .model.assembled import Model, State
 from .model.parameters import bound
@@ -229,12 +229,13 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     if saveat is not None:
         raise ModelError("simulate: saveat is for adaptive steps (dt='adaptive'); with a fixed dt every node is kept.")
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk)
+    chunk = int(chunk)
     if checkpoint_every is not None:
         if checkpoint is None:
             raise ModelError("simulate: checkpoint_every needs checkpoint=<directory>.")
-        if not (isinstance(checkpoint_every, int) and checkpoint_every >= 1):
+        if not (is_count(checkpoint_every) and checkpoint_every >= 1):
             raise ModelError(f"simulate: checkpoint_every must be an integer ≥ 1 (steps), got {checkpoint_every!r}.")
-        chunk = checkpoint_every
+        chunk = int(checkpoint_every)
     backend = resolve_backend(backend, newton, ode, on_failure, max_subdivisions, order)
     if isinstance(backend, ReferenceBackend):  # a reference integrator of the whole run, not a scheme
         if checkpoint is not None:
@@ -284,8 +285,9 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
     t0, t_end = _number("t0", t0), _number("t_end", t_end)
     if not (math.isfinite(t0) and math.isfinite(t_end) and t_end > t0):
         raise ModelError(f"simulate: t_end must be finite and > t0 = {t0}, got {t_end}.")
-    if not (isinstance(chunk, int) and chunk >= 1):
+    if not (is_count(chunk) and chunk >= 1):
         raise ModelError(f"simulate: chunk must be an integer ≥ 1, got {chunk!r}.")
+    chunk = int(chunk)
     if checkpoint is not None:
         raise ModelError("simulate: checkpoints are written for a fixed dt; adaptive runs do not checkpoint.")
     if on_failure != "raise":
@@ -350,7 +352,7 @@ def time_grid(t0, t_end, dt, chunk, who="simulate"):
         raise ModelError(f"{who}: dt must be positive and finite, got {dt}.")
     if not (t_end > t0 and math.isfinite(t_end)):
         raise ModelError(f"{who}: t_end must be finite and > t0 = {t0}, got {t_end}.")
-    if not (isinstance(chunk, int) and chunk >= 1):
+    if not (is_count(chunk) and chunk >= 1):
         raise ModelError(f"{who}: chunk must be an integer ≥ 1, got {chunk!r}.")
     ratio = (t_end - t0) / dt
     if ratio < 1.0 - 1e-9:
@@ -392,7 +394,7 @@ def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise
                          f"(conserve.backends), got {backend!r}.")
     if on_failure not in ("raise", "subdivide"):
         raise ModelError(f"simulate: on_failure must be 'raise' or 'subdivide', got {on_failure!r}.")
-    if not (isinstance(max_subdivisions, int) and 1 <= max_subdivisions <= 30):
+    if not (is_count(max_subdivisions) and 1 <= max_subdivisions <= 30):
         raise ModelError(f"simulate: max_subdivisions must be an integer in 1…30, got {max_subdivisions!r}.")
     try:
         order = check_order(order)
@@ -406,7 +408,7 @@ def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise
     if on_failure == "subdivide":
         if isinstance(backend, ReferenceBackend):
             raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) cannot subdivide steps.")
-        backend = Subdividing(backend, max_subdivisions)
+        backend = Subdividing(backend, int(max_subdivisions))
     return backend
 
 

@@ -32,7 +32,7 @@ from .backends import BACKENDS, Carry, StepBackend
 from .compilation import jit_quick
 from .discrete.newton import Newton
 from .discrete.scheme import StepRecord
-from .errors import ModelError
+from .errors import ModelError, is_count
 from .model.assembled import Energy, Model, State
 from .model.parameters import bound
 from .model.system import Assembly, as_assembly
@@ -112,8 +112,9 @@ def trajectory(model, state: State, t0, h, n_steps: int, *, backend="director",
     records : :class:`~conserve.discrete.scheme.StepRecord` with a leading axis of n_steps
     """
     model, backend = _model(model, "trajectory"), _stepper(backend, newton, "trajectory")
-    if not (isinstance(n_steps, int) and n_steps >= 1):
+    if not (is_count(n_steps) and n_steps >= 1):
         raise ModelError(f"trajectory: n_steps must be an integer ≥ 1, got {n_steps!r}.")
+    n_steps = int(n_steps)
     _check_times(t0, h, "trajectory")
     return _trajectory(model, state, t0, h, n_steps, backend)
 

@@ -134,6 +134,20 @@ def test_arguments_of_the_wrong_kind_are_refused_by_name():
     assert cs.Newton(max_iterations=np.int64(10)).max_iterations == 10  # a numpy integer is an integer
 
 
+def test_numpy_integers_count_steps_and_chunks_and_bools_do_not():
+    """Counts given as numpy integers (an index from np.argmax, a grid from np.arange) are integers
+    (before: refused as "not an integer"); the run is the one with Python integers, bit for bit."""
+    body = cs.problems.free_body()
+    plain = cs.simulate(body, 0.01, 1e-3, chunk=4, max_subdivisions=3, on_failure="subdivide")
+    numpy = cs.simulate(body, 0.01, 1e-3, chunk=np.int64(4), max_subdivisions=np.int32(3), on_failure="subdivide")
+    np.testing.assert_array_equal(numpy.q, plain.q)
+    a = body.assemble()
+    states, _ = cs.trajectory(a.model, a.initial_state, 0.0, 1e-3, np.int64(3))
+    assert states.q.shape[0] == 4
+    with pytest.raises(cs.ModelError, match="chunk must be an integer"):
+        cs.simulate(body, 0.01, 1e-3, chunk=True)
+
+
 def test_a_step_longer_than_the_run_warns_of_swapped_arguments():
     """simulate(system, t_end, dt) called as (system, dt, t_end): one step to t0 + dt, with a warning."""
     with pytest.warns(UserWarning, match="longer than the span .* swapped"):

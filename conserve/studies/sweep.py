@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..compilation import resolved_mode
 from ..ensemble import simulate_batch
-from ..errors import ConvergenceError, ModelError, SimulationError
+from ..errors import ConvergenceError, ModelError, SimulationError, is_count
 from ..model.system import as_assembly
 from ..simulate import planned_work, simulate
 from ..solution import Solution
@@ -58,7 +58,7 @@ def sweep(make_system, grid, t_end, dt, directory, *, executor=None, batch=1, **
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     todo = [m for m in members if not member_path(directory, m).exists()]
-    if not (isinstance(batch, int) and batch >= 1):
+    if not (is_count(batch) and batch >= 1):
         raise ModelError(f"sweep: batch must be an integer ≥ 1, got {batch!r}.")
     tasks = [todo[i:i + batch] for i in range(0, len(todo), batch)]
     errors = []
