@@ -113,3 +113,27 @@ def test_joints_to_ground_leave_the_same_freedoms(kind):
     joint = make_joint(kind, cs.ground, b, x, n, None, None)
     assembly = cs.System([b, joint]).assemble()
     assert assembly.degrees_of_freedom == 6 - joint.n_constraints
+
+
+def test_a_hinge_given_by_body_axes_is_the_hinge_given_by_world_axes():
+    """Its angle starts at 0 either way (before: with axis_a/axis_b each part's reference direction
+    was chosen alone, the angle started anywhere — here at −1.96 rad — and a torsion spring of
+    default rest 0 started wound: 11.4 J instead of 1.8). A tilted, spinning body on a hinge with a
+    torsion spring and gravity moves the same to round-off."""
+    Q = Rotation.from_rotvec([0.1, 0.2, -0.4]).as_matrix()
+    X_b, n_b, centre = np.array([0.1, 0.2, 0.3]), np.array([0.0, 0.0, 1.0]), np.array([0.5, 0.0, 0.0])
+    pin, axis = centre + Q @ X_b, Q @ n_b
+    omega = 3.0 * axis
+
+    def run(body_axes):
+        b = cs.RigidBody("b", mass=1.0, inertia=(0.2, 0.3, 0.4), position=centre, orientation=Q,
+                         angular_velocity=omega, velocity=np.cross(omega, centre - pin))
+        hinge = (cs.Revolute(cs.ground, b, at_a=pin, at_b=X_b, axis_a=axis, axis_b=n_b, name="h") if body_axes
+                 else cs.Revolute(cs.ground, b, at=pin, axis=axis, name="h"))
+        spring = cs.JointSpringDamper(hinge, stiffness=5.0, damping=0.1, name="spring")
+        return cs.simulate(cs.System([b, hinge, spring, cs.Gravity([0.0, -9.81, 0.0])]), 0.2, 1e-3)
+
+    world, body = run(False), run(True)
+    assert abs(body.joint("h").angle[0]) <= 1e-14
+    np.testing.assert_allclose(body.q, world.q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(body.energy.total, world.energy.total, rtol=1e-13)

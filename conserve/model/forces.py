@@ -325,8 +325,9 @@ class _OnJoint(_CoordinateForce):
 
 class JointSpringDamper(_OnJoint):
     """Spring-damper on a joint coordinate: rotational about a revolute/cylindrical axis
-    (k in N m/rad, c in N m s/rad, ``rest`` angle in rad) or along a prismatic/cylindrical axis
-    (N/m, N s/m, m). Moment −k(θ − θ0) − c θ' (Thompson §V); the angle counts turns past ±π."""
+    (k in N m/rad, c in N m s/rad, ``rest`` angle in rad; the angle is 0 at the initial
+    configuration) or along a prismatic/cylindrical axis (N/m, N s/m, m). Moment −k(θ − θ0) − c θ'
+    (Thompson §V); the angle counts turns past ±π."""
 
     def __init__(self, joint, stiffness=0.0, damping=0.0, rest=0.0, *, coordinate=None, name=None):
         super().__init__(joint, coordinate, name or f"spring-damper on {joint.name}", stiffness, damping,

@@ -212,8 +212,9 @@ class Joint(ConstraintElement):
 
     def _axis(self, axis, axis_a, axis_b):
         """Body-fixed unit axis and perpendicular pair in each part:
-        {'n_a', 'e1_a', 'e2_a', 'n_b', 'e1_b', 'e2_b'}. From a world axis the pairs are images of one
-        world pair, so the relative angle starts at 0."""
+        {'n_a', 'e1_a', 'e2_a', 'n_b', 'e1_b', 'e2_b'}. The pairs are images of one world pair at the
+        initial configuration, so the relative angle starts at 0 whether the axis is given in world
+        axes or body-fixed (b's pair then from a's: e1_b is a's e1 seen from b, made ⟂ n_b)."""
         if axis is not None:
             if axis_a is not None or axis_b is not None:
                 raise ModelError(f"joint '{self.name}': give either axis= (world) or axis_a= and axis_b=.")
@@ -224,11 +225,14 @@ class Joint(ConstraintElement):
         if axis_a is None or axis_b is None:
             raise ModelError(f"joint '{self.name}': give its axis, either axis= (a world direction at the "
                              "initial configuration) or axis_a= and axis_b= (body-fixed in each part).")
-        out = {}
-        for s, v in (("a", axis_a), ("b", axis_b)):
-            n = _unit(self, f"axis_{s}", v)
-            out[f"n_{s}"], (out[f"e1_{s}"], out[f"e2_{s}"]) = n, perpendicular_basis(n)
-        return out
+        n_a, n_b = _unit(self, "axis_a", axis_a), _unit(self, "axis_b", axis_b)
+        e1_a, e2_a = perpendicular_basis(n_a)
+        e1_b = self.b.body_vector(self.a.world_vector(e1_a))
+        e1_b = e1_b - (e1_b @ n_b) * n_b
+        if np.linalg.norm(e1_b) < 0.5:  # the axes are far from aligned (refused at assembly): any pair
+            e1_b = perpendicular_basis(n_b)[0]
+        e1_b = e1_b / np.linalg.norm(e1_b)
+        return {"n_a": n_a, "e1_a": e1_a, "e2_a": e2_a, "n_b": n_b, "e1_b": e1_b, "e2_b": np.cross(n_b, e1_b)}
 
     def _frames(self, layout):
         return {"frame_a": layout.frame(self.a), "frame_b": layout.frame(self.b)}
