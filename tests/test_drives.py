@@ -63,10 +63,20 @@ def test_the_drive_torque_is_what_the_prescribed_motion_needs(runs):
                                rtol=0, atol=1e-8)
 
 
+def test_a_drive_is_checked_at_the_runs_start():
+    """A law that fits the joint at t0 = 1 s only (θ = 0.5 sin 2(t − 1)) runs from there and is
+    followed (before: refused at assembly, which checked it at t = 0)."""
+    shifted = servo_pendulum(drive_law=lambda t: 0.5 * jnp.sin(2.0 * (t - 1.0)))
+    sol = cs.simulate(shifted, 1.2, 1e-2, t0=1.0)
+    assert np.max(np.abs(sol.joint("hinge").angle - 0.5 * np.sin(2.0 * (sol.t - 1.0)))) <= 1e-12
+    with pytest.raises(InconsistentInitialState, match="'servo': at t0 = 0 s its joint's coordinate differs"):
+        cs.simulate(shifted, 0.1, 1e-2)
+
+
 def test_bad_drives_are_refused_clearly():
     with pytest.raises(InconsistentInitialState, match="'servo': at t0 = 0 s its joint's rate differs from the drive "
                                                        "law's rate by -1"):
-        servo_pendulum(rate=0.0).assemble()
+        cs.simulate(servo_pendulum(rate=0.0), 0.1, 1e-2)
     system = servo_pendulum()
     with pytest.raises(InconsistentInitialState, match="'servo': at t0 = 1 s its joint's coordinate differs"):
         cs.simulate(system, 1.1, 1e-2, t0=1.0)

@@ -453,10 +453,13 @@ def projected_velocities(model: Model, layout: Layout, state: State) -> State:
     return state._replace(v=jnp.asarray(v1), p=jnp.asarray(p1))
 
 
-def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0):
+def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0, drives=True):
     """Raise InconsistentInitialState naming the first element whose constraint rows the initial
-    positions (|g| > tol) or velocities (|ġ| > vtol) violate, at time t0 (s), with how to fix it."""
+    positions (|g| > tol) or velocities (|ġ| > vtol) violate, at time t0 (s), with how to fix it;
+    ``drives=False``: not the prescribed motions' rows (checked at the run's t0 by :func:`check_drives_at`)."""
     for owner, rows in _rows_by_owner(layout, zip(np.abs(g), tol)).items():
+        if not drives and [r for r, _ in rows] == ["drive"]:
+            continue
         if not all(gap <= limit for _, (gap, limit) in rows):  # also catches NaN
             worst = max(gap for _, (gap, _) in rows)
             detail = ", ".join(f"{r}: {gap:.3g}" for r, (gap, limit) in rows if not gap <= limit)
@@ -470,6 +473,8 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0):
                 "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
                 "from which both body points are computed).")
     for owner, rows in _rows_by_owner(layout, zip(rates, vtol)).items():
+        if not drives and [r for r, _ in rows] == ["drive"]:
+            continue
         if not all(abs(rate) <= limit for _, (rate, limit) in rows):
             vals = np.array([rate for _, (rate, _) in rows])
             if [r for r, _ in rows] == ["drive"]:
@@ -484,10 +489,10 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0):
 
 
 def check_drives_at(assembly: Assembly, t0):
-    """A run of a model with prescribed motions that starts at t0 ≠ 0 (assembly checked them at
-    t = 0): its initial state against every constraint at t0, or InconsistentInitialState."""
+    """A run of a model with prescribed motions (which assembly, not knowing the run's start, does
+    not check): its initial state against every constraint at t0 (s), or InconsistentInitialState."""
     model, state = assembly.model, assembly.initial_state
-    if not model.time_dependent or t0 == 0.0 or not assembly.layout.constraint_rows:
+    if not model.time_dependent or not assembly.layout.constraint_rows:
         return
     spin = model.rotor_relative_rates(state.q, state.v, state.p)
     g, tol, rates, vtol, _ = (np.asarray(a) for a in initial_gaps(model, state, spin, t0))
@@ -505,7 +510,7 @@ def checked_constraints(model: Model, layout: Layout, state: State, row_priority
         layout.rank, layout.degrees_of_freedom = 0, n_q
         return ()
     g, tol, rates, vtol, G = (np.asarray(a) for a in initial_gaps(model, state, jnp.asarray(spin_rates)))
-    refuse_gaps(layout, g, tol, rates, vtol)
+    refuse_gaps(layout, g, tol, rates, vtol, drives=False)  # drives: at the run's t0 (check_drives_at)
     void = np.flatnonzero(np.all(G == 0.0, axis=1))
     if void.size:  # equations that constrain nothing: not redundant but a modelling error
         which = ", ".join(f"'{layout.constraint_rows[i][0]}' ({layout.constraint_rows[i][1]})" for i in void)
