@@ -36,7 +36,8 @@ import scipy.linalg
 from .compilation import jit_quick
 from .errors import ModelError
 from .backends import loops
-from .model.system import as_assembly
+from .model.system import POSITION_TOL, as_assembly
+from .model.terms import ROUNDOFF
 from .backends.null_space import configure
 
 
@@ -132,6 +133,7 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     if q.shape != state.q.shape or p.shape != state.p.shape:
         raise ModelError(f"linearize: q must have shape {state.q.shape} and p {state.p.shape}, "
                          f"got {q.shape} and {p.shape}.")
+    _refuse_off_constraints(assembly, q)
     if any(model.row_kinds[i].reads_spin_angles for i in tree.closure_rows):
         raise ModelError("linearize: a cut constraint (a rope on a hybrid winch) involves a rotor's spin "
                          "angle; linearisation treats spin angles as cyclic and cannot keep it.")
@@ -151,3 +153,24 @@ def linearize(system, q=None, p=None, *, frame_rate=(0.0, 0.0, 0.0)) -> Lineariz
     n = M.shape[0]
     A = np.block([[np.zeros((n, n)), np.eye(n)], [-np.linalg.solve(M, K), -np.linalg.solve(M, D)]])
     return Linearization(M, D, K, A, names, np.asarray(imbalance))
+
+
+def _refuse_off_constraints(assembly, q):
+    """A ModelError naming the elements whose constraints q (n_q,) violates beyond the tolerance of
+    the assembly's check: minimal coordinates about such a q describe no configuration."""
+    model, state = assembly.model, assembly.initial_state
+    g, tol = (np.asarray(a) for a in _gaps(model, q, state.theta))
+    off = [i for i in range(g.shape[0]) if not abs(g[i]) <= tol[i]]
+    if off:
+        owners = ", ".join(dict.fromkeys(f"'{assembly.layout.constraint_rows[i][0]}'" for i in off))
+        raise ModelError(f"linearize: q violates the constraints of {owners} by up to {np.max(np.abs(g[off])):.3g}; "
+                         "give a configuration the joints admit (a Solution's q at a node, or "
+                         "cs.set_joints(system, angles).initial_state.q).")
+
+
+@jit_quick(mode="unoptimized")
+def _gaps(model, q, theta):
+    """(g, its tolerance) of every constraint row at q, as the assembly's check."""
+    s = model.coordinate_values(q)
+    tol = POSITION_TOL + ROUNDOFF * model.all_constraints(q, theta, s, "magnitude")
+    return model.all_constraints(q, theta, s), tol

@@ -20,6 +20,18 @@ def test_compound_pendulum_frequency(m, l, J):
     np.testing.assert_allclose(lin.frequencies, [np.sqrt(m * g * l / (J + m * l**2))], rtol=1e-12)
 
 
+def test_a_configuration_off_the_joints_is_refused_by_name():
+    """Minimal coordinates about a q the hinge does not admit describe no configuration (before: a
+    frequency was returned for a pendulum centre moved from 0.5 to 0.7 m below the pin)."""
+    bar = cs.RigidBody("bar", 2.0, (0.03, 0.03, 0.01), position=(0.0, 0.0, -0.5))
+    system = cs.System([bar, cs.Revolute(cs.ground, bar, at=(0.0, 0.0, 0.0), axis=(1.0, 0.0, 0.0), name="pin"),
+                        cs.Gravity()])
+    q = np.asarray(system.assemble().initial_state.q).copy()
+    q[2] = -0.7
+    with pytest.raises(cs.ModelError, match="'pin' by up to 0.2"):
+        linearize(system, q=q)
+
+
 def test_damped_pendulum_eigenvalues():
     """A hinge damper c (N m s/rad) and spring k (N m/rad): (J + m l²) θ'' + c θ' + (m g l + k) θ = 0,
     eigenvalues −c/(2J_O) ± i sqrt((m g l + k)/J_O − (c/2J_O)²)."""
