@@ -134,6 +134,19 @@ def test_arguments_of_the_wrong_kind_are_refused_by_name():
     assert cs.Newton(max_iterations=np.int64(10)).max_iterations == 10  # a numpy integer is an integer
 
 
+def test_names_instead_of_parts_and_words_instead_of_vectors_are_refused_by_name():
+    """(before: AttributeError 'str' object has no attribute 'name', a float conversion error)"""
+    bar = cs.RigidBody("bar", mass=1.0, inertia=(0.1, 0.1, 0.02), position=(0.0, 0.0, -0.5))
+    hinge = cs.Revolute(cs.ground, bar, at=(0, 0, 0), axis=(1, 0, 0), name="hinge")
+    with pytest.raises(cs.ModelError, match="got 'bar'; pass the part objects"):
+        cs.SpringDamper(cs.ground, "bar", points=((0, 1, 0), (0, 0, -0.5)), stiffness=1.0)
+    with pytest.raises(cs.ModelError, match="acts on a joint .* got 'hinge'"):
+        cs.JointSpringDamper("hinge", stiffness=1.0)
+    with pytest.raises(cs.ModelError, match="'gravity': g must be 3 finite numbers, got 'down'"):
+        cs.Gravity("down")
+    cs.System([bar, hinge, cs.JointSpringDamper(hinge, stiffness=1.0)]).assemble()  # the objects themselves: fine
+
+
 def test_numpy_integers_count_steps_and_chunks_and_bools_do_not():
     """Counts given as numpy integers (an index from np.argmax, a grid from np.arange) are integers
     (before: refused as "not an integer"); the run is the one with Python integers, bit for bit."""

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ModelError
 from ..kinematics.frames import material_point
 from ..kinematics.tensor import contract
-from .bodies import Ground, PointMass, RigidBody
+from .bodies import Ground, Part, PointMass, RigidBody
 from .coordinates import CoordinateElement, Length
 from .elements import ForceElement, LoadKind, PotentialKind
 from .joints import Joint
@@ -108,7 +108,10 @@ class Load(LoadKind):
 
 
 def _vec3(name, what, value):
-    v = np.asarray(value, dtype=float)
+    try:
+        v = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):  # "down", a list of strings
+        raise ModelError(f"'{name}': {what} must be 3 finite numbers, got {value!r}.") from None
     if v.shape != (3,) or not np.all(np.isfinite(v)):
         raise ModelError(f"'{name}': {what} must be 3 finite numbers, got {value!r}.")
     return v
@@ -279,7 +282,11 @@ class SpringDamper(_CoordinateForce):
 
     def __init__(self, a, b, points=None, *, at_a=None, at_b=None, stiffness=0.0, damping=0.0,
                  rest_length=None, name=None):
-        name = name or f"spring({a.name}, {b.name})"
+        name = name or f"spring({getattr(a, 'name', a)}, {getattr(b, 'name', b)})"
+        for part in (a, b):
+            if not isinstance(part, Part):
+                raise ModelError(f"'{name}': connects two parts (bodies, point masses or cs.ground), got {part!r}; "
+                                 "pass the part objects, not their names.")
         if points is not None:
             xa, xb = (_vec3(name, "points", x) for x in points)
             at_a, at_b = a.body_point(xa), b.body_point(xb)
@@ -330,8 +337,8 @@ class JointSpringDamper(_OnJoint):
     (Thompson §V); the angle counts turns past ±π."""
 
     def __init__(self, joint, stiffness=0.0, damping=0.0, rest=0.0, *, coordinate=None, name=None):
-        super().__init__(joint, coordinate, name or f"spring-damper on {joint.name}", stiffness, damping,
-                         rest, None)
+        name = name or f"spring-damper on {getattr(joint, 'name', joint)}"
+        super().__init__(joint, coordinate, name, stiffness, damping, rest, None)
 
 
 class JointMotor(_OnJoint):
