@@ -47,26 +47,34 @@ def non_finite_laws(assembly, state: State, t, h, where=(" at the step's start",
     end predicted from there (q_n + h v_n at t + h), as phrases naming them (and ``where``)."""
     both = jax.tree.map(lambda a: np.stack([a, a]), state)  # the start, and the end predicted from it
     both = both._replace(q=both.q + np.array([[0.0], [h]]) * both.v)
-    energies, powers = (np.asarray(a) for a in _law_values(assembly.model, both, np.array([t + 0.5 * h, t + h])))
+    values = _law_values(assembly.model, both, np.array([t + 0.5 * h, t + h]))
+    energies, forces, powers, gaps = (np.asarray(a) for a in values)
     layout = assembly.layout
     found = {}  # name: phrase, the first place it is not finite
     for k in (0, 1):
-        for name, e in zip(layout.potential_names, energies[k]):
+        for name, e, f in zip(layout.potential_names, energies[k], forces[k]):
             if not np.isfinite(e):
                 found.setdefault(name, f"the potential energy of '{name}' ({e:.3g} J{where[k]})")
+            elif not f:
+                found.setdefault(name, f"the force of '{name}' (the gradient of its energy{where[k]})")
         for name, w in zip(layout.work_names, powers[k]):
             if not np.isfinite(w):
                 found.setdefault(name, f"the power of '{name}' ({w:.3g} W{where[k]})")
+        for (name, row), g in zip(layout.constraint_rows, gaps[k]):
+            if not np.isfinite(g):  # a prescribed motion's law, a user constraint
+                found.setdefault(name, f"the constraint '{name}' ({row}: {g:.3g}{where[k]})")
     return list(found.values())
 
 
 @jit_quick(mode="unoptimized")
 def _law_values(model: Model, states: State, t):
-    """(each potential's energy (J), each motor's and load's power (W)) at each of the states
-    (stacked) and times t."""
+    """(each potential's energy (J), whether its gradient is finite, each motor's and load's power
+    (W), each constraint row's residual) at each of the states (stacked) and times t."""
     def values(state, t):
-        return (model.potential_energies(state.q),
-                model.applied_forces(t, state.q, state.v, state.s, state.theta, state.p)[2])
+        gradients = jax.jacfwd(model.potential_energies)(state.q)
+        return (model.potential_energies(state.q), jax.numpy.all(jax.numpy.isfinite(gradients), axis=1),
+                model.applied_forces(t, state.q, state.v, state.s, state.theta, state.p)[2],
+                model.all_constraints(state.q, state.theta, state.s, t=t))
 
     with bound(model.parameters):
         return jax.vmap(values)(states, t)
@@ -111,7 +119,7 @@ def convergence_error(n, t, h, newton, history, solution, settings) -> Convergen
         + (", on_failure='subdivide'" if settings["on_failure"] == "raise" else "")
         + (f", backend=cs.Director(linear='dense') (this run's Newton matrix is '{solution.stats['newton_matrix']}', "
            "its sparsity sampled at the start: a coupling that appears later, a force law off at t0, is missed)"
-           if solution.stats["newton_matrix"] in ("tree", "coloured") else "")
+           if finite and solution.stats["newton_matrix"] in ("tree", "coloured") else "")
         + ", or check the model for unbounded forces.",
         partial_solution=solution, step=n, time=t, residual_history=history,
     )

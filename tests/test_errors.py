@@ -147,6 +147,23 @@ def test_names_instead_of_parts_and_words_instead_of_vectors_are_refused_by_name
     cs.System([bar, hinge, cs.JointSpringDamper(hinge, stiffness=1.0)]).assemble()  # the objects themselves: fine
 
 
+def test_a_drive_or_a_potential_force_that_turns_nan_is_named():
+    """A step's NaN from a prescribed motion's law or from a potential whose energy is finite but
+    its gradient not (√ at 0) names the element (before: "Newton produced NaN/inf", no culprit)."""
+    def pendulum(*elements):
+        bar = cs.RigidBody("bar", mass=1.0, inertia=(0.1, 0.1, 0.02), position=(0.0, 0.0, -0.5))
+        hinge = cs.Revolute(cs.ground, bar, at=(0, 0, 0), axis=(1, 0, 0), name="hinge")
+        return cs.System([bar, hinge, cs.Gravity(), *[e(bar, hinge) for e in elements]])
+
+    drive = lambda bar, hinge: cs.JointDrive(hinge, lambda t: jnp.where(t > 0.005, jnp.nan, 0.0), name="servo")  # noqa: E731
+    with pytest.raises(cs.ConvergenceError, match="not finite: the constraint 'servo'") as err:
+        cs.simulate(pendulum(drive), 0.02, 1e-3)
+    assert err.value.partial_solution.t[-1] == pytest.approx(0.005)  # the steps before are kept
+    root = lambda bar, hinge: cs.Potential([bar], lambda f: f.position, lambda pi: jnp.sqrt(-pi[1]), name="well")  # noqa: E731
+    with pytest.raises(cs.ConvergenceError, match="not finite: the force of 'well'"):
+        cs.simulate(pendulum(root), 0.02, 1e-3)
+
+
 def test_numpy_integers_count_steps_and_chunks_and_bools_do_not():
     """Counts given as numpy integers (an index from np.argmax, a grid from np.arange) are integers
     (before: refused as "not an integer"); the run is the one with Python integers, bit for bit."""
