@@ -240,7 +240,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     if isinstance(backend, ReferenceBackend):  # a reference integrator of the whole run, not a scheme
         if checkpoint is not None:
             raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) does not checkpoint.")
-        return _simulate_reference(backend, assembly, t0, t_end, dt)
+        return _simulate_reference(backend, assembly, t0, t_end, dt, progress, chunk)
     warn_coarse_steps(assembly, dt)
     check_drives_at(assembly, t0)
     work = run_work(backend, assembly.model, n_steps)
@@ -657,10 +657,11 @@ def warn_violated_redundant_rows(layout, residual, t):
         ConstraintWarning, stacklevel=4)
 
 
-def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
+def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt, progress=None, chunk=CHUNK):
     """The Solution of a reference integrator (the "ode" backend): nodes every dt, no multipliers
-    (NaN), no Newton. If it fails, a SimulationError carries the nodes it reached."""
-    nodes, dissipation, work, stats, failure = backend.integrate(assembly, t0, t_end, dt)
+    (NaN), no Newton; ``progress`` after every ``chunk`` nodes. If it fails, a SimulationError
+    carries the nodes it reached; stopped by ``progress`` (or Ctrl-C), its exception does."""
+    nodes, dissipation, work, stats, failure = backend.integrate(assembly, t0, t_end, dt, progress, chunk)
     n = len(nodes.q) - 1
     solution = Solution(t=t0 + dt * np.arange(n + 1), q=nodes.q, v=nodes.v, s=nodes.s, p=nodes.p,
                         theta=nodes.theta, multipliers=np.full((n, len(assembly.layout.constraint_rows)), np.nan),
@@ -669,6 +670,9 @@ def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt):
                         layout=layout_record(assembly.layout),
                         diagnostics=diagnostics(assembly.model, nodes, t0 + dt * np.arange(n + 1)),
                         stats={"backend": backend.name, "steps": n, "compile": None, **stats}, assembly=assembly)
+    if isinstance(failure, BaseException):  # a stop request of progress, Ctrl-C
+        keep_partial(failure, lambda: solution, n, t0 + n * dt)
+        raise failure
     if failure:
         raise SimulationError(f"backend '{backend.name}' failed after t = {t0 + n * dt:.6g} s: {failure}. Kept the "
                               f"{n + 1} "

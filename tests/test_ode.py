@@ -62,20 +62,38 @@ def test_em_backends_converge_to_the_ode_with_non_tree_constraints_motors_and_lo
     assert abs(fitted_order(dts, errors) - 2.0) <= 0.15
 
 
-def test_a_failed_integration_keeps_the_nodes_it_reached(monkeypatch):
-    """solve_ivp giving up half-way (simulated) leaves a SimulationError with the nodes up to there."""
-    from conserve.backends import ode
+def test_a_failed_integration_keeps_the_nodes_it_reached():
+    """The solver giving up half-way (simulated) leaves a SimulationError with the nodes up to there."""
+    import scipy.integrate
 
-    real = ode.solve_ivp
+    class GivesUp(scipy.integrate.DOP853):
+        def _step_impl(self):
+            if self.t >= 0.5 * self.t_bound:
+                return False, "Required step size is less than spacing between numbers."
+            return super()._step_impl()
 
-    def gives_up_half_way(f, span, y0, t_eval, **kw):
-        out = real(f, (span[0], 0.5 * span[1]), y0, t_eval=t_eval[t_eval <= 0.5 * span[1]], **kw)
-        out.success, out.message = False, "Required step size is less than spacing between numbers."
-        return out
-
-    monkeypatch.setattr(ode, "solve_ivp", gives_up_half_way)
-    with pytest.raises(cs.SimulationError, match="Kept the 51 nodes") as err:
-        cs.simulate(problems.ThompsonPendulum().system(), 1.0, 1e-2, backend="ode")
+    with pytest.raises(cs.SimulationError, match="GivesUp: Required step size") as err:
+        cs.simulate(problems.ThompsonPendulum().system(), 1.0, 1e-2, backend="ode", ode={"method": GivesUp})
     partial = err.value.partial_solution
-    assert len(partial) == 51 and err.value.time == pytest.approx(0.5)
+    assert 51 <= len(partial) < 101 and err.value.time == pytest.approx(partial.t[-1]) and partial.t[-1] >= 0.5
     assert np.max(np.abs(partial.energy_balance_error)) <= 1e-8 * abs(partial.energy.total[0])
+
+
+def test_progress_is_called_and_a_stop_keeps_the_nodes():
+    """progress after every chunk of nodes, as for the step backends (before: never called); an
+    exception it raises stops the run and carries the nodes reached."""
+    calls = []
+    sol = cs.simulate(problems.ThompsonPendulum().system(), 0.5, 1e-2, backend="ode", chunk=20,
+                      progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (50, 50) and all(b[0] - a[0] >= 20 for a, b in zip(calls, calls[1:-1]))
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        if done >= 20:
+            raise Stop
+
+    with pytest.raises(Stop) as err:
+        cs.simulate(problems.ThompsonPendulum().system(), 0.5, 1e-2, backend="ode", chunk=20, progress=stop)
+    np.testing.assert_array_equal(err.value.partial_solution.q, sol.q[:len(err.value.partial_solution)])
