@@ -164,13 +164,12 @@ def csv_columns(sol) -> dict:
             if getattr(joint, kind) is not None:
                 cols[f"{name}.{kind} [{unit}]"] = getattr(joint, kind)
                 cols[f"{name}.{kind}_rate [{unit}/s]"] = getattr(joint, kind + "_rate")
-    # element work and dissipation, summed from t0 to each node; a full-body rotor's motor and
-    # bearing under the rotor's name, and every rotor with a dissipation column (0 without friction)
-    rotor_of = {f"{r} {what}": r for r in body_rotors for what in ("motor", "bearing")}
+    # element work and dissipation (a rotor's motor and bearing under the rotor's name), summed
+    # from t0 to each node, and every rotor with a dissipation column (0 without friction)
     cumulative = lambda x: np.concatenate([[0.0], np.cumsum(x)])  # noqa: E731
     for name, w in sol.work_by_element.items():
-        cols[f"{rotor_of.get(name, name)}.work [J]"] = cumulative(w)
-    dissipated = {rotor_of.get(name, name): cumulative(d) for name, d in sol.dissipation_by_element.items()}
+        cols[f"{name}.work [J]"] = cumulative(w)
+    dissipated = {name: cumulative(d) for name, d in sol.dissipation_by_element.items()}
     for name in list(sol.layout.get("rotors", [])) + list(body_rotors):
         dissipated.setdefault(name, np.zeros(len(sol)))
     for name, d in dissipated.items():

@@ -241,13 +241,21 @@ class Solution:
 
     @property
     def work_by_element(self):
-        """{name: (N,) discrete work per step} of motors and applied loads, J."""
-        return dict(zip(self.layout["work_names"], self.work.T))
+        """{name: (N,) discrete work per step} of motors and applied loads, J (a rotor's motor under
+        the rotor's name, for either rotor model)."""
+        return self._by_element(self.layout["work_names"], self.work)
 
     @property
     def dissipation_by_element(self):
-        """{name: (N,) energy removed per step} of joint dampers and rotor bearings, J."""
-        return dict(zip(self.layout["dissipation_names"], self.dissipation.T))
+        """{name: (N,) energy removed per step} of joint dampers and rotor bearings, J (a rotor's
+        bearing under the rotor's name, for either rotor model)."""
+        return self._by_element(self.layout["dissipation_names"], self.dissipation)
+
+    def _by_element(self, names, per_step):
+        """{name: column of per_step (N, len(names))}, a full-body rotor's motor and bearing (elements
+        "<rotor> motor", "<rotor> bearing") under the rotor's name, as a hybrid rotor's are."""
+        rotor_of = {f"{r} {what}": r for r in self.layout.get("body_rotors", {}) for what in ("motor", "bearing")}
+        return {rotor_of.get(name, name): column for name, column in zip(names, per_step.T)}
 
     def rotor(self, name) -> RotorView:
         """Spin angle, relative rate and axial momentum of a rotor, for either rotor model."""
