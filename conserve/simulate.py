@@ -378,6 +378,9 @@ def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise
         if backend not in BACKENDS:
             raise ModelError(f"simulate: unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
         cls = BACKENDS[backend]
+        if ode is not None and not issubclass(cls, ReferenceBackend):
+            raise ModelError(f"simulate: ode options {ode!r} apply to backend='ode', not '{backend}'; leave them out "
+                             "or choose backend='ode'.")
         if issubclass(cls, ReferenceBackend):
             try:
                 backend = cls(**(ode or {}))
@@ -387,6 +390,9 @@ def resolve_backend(backend="director", newton=None, ode=None, on_failure="raise
         else:
             backend = cls(newton or Newton())
     elif isinstance(backend, (StepBackend, ReferenceBackend)):
+        if ode is not None:
+            raise ModelError(f"simulate: ode options apply to backend='ode' by name; the backend object "
+                             f"{type(backend).__name__} holds its own options.")
         if newton is not None and "newton" in {f.name for f in fields(backend)}:
             backend = replace(backend, newton=newton)
     else:

@@ -116,7 +116,8 @@ def test_joint_to_itself_and_duplicate_names():
                                        ({"dt": 1e-3, "backend": "rk4"}, "unknown backend"),
                                        ({"dt": 1e-3, "chunk": 0}, "chunk must be an integer"),
                                        ({"dt": 1e-3, "progress": True}, "progress must be a callable"),
-                                       ({"dt": 1e-3, "newton": {"tol": 1e-10}}, "newton must be a cs.Newton")])
+                                       ({"dt": 1e-3, "newton": {"tol": 1e-10}}, "newton must be a cs.Newton"),
+                                       ({"dt": 1e-3, "ode": {"method": "Radau"}}, "apply to backend='ode'")])
 def test_bad_simulation_arguments(kw, words):
     args = {"t_end": 1.0, **kw}
     with pytest.raises(cs.ModelError, match=words):
@@ -145,6 +146,8 @@ def test_names_instead_of_parts_and_words_instead_of_vectors_are_refused_by_name
     with pytest.raises(cs.ModelError, match="'gravity': g must be 3 finite numbers, got 'down'"):
         cs.Gravity("down")
     cs.System([bar, hinge, cs.JointSpringDamper(hinge, stiffness=1.0)]).assemble()  # the objects themselves: fine
+    with pytest.raises(cs.ModelError, match="'push': give a force=, a torque= or both"):
+        cs.Force(bar, name="push")  # (before: accepted, a load of nothing)
 
 
 def test_a_drive_or_a_potential_force_that_turns_nan_is_named():

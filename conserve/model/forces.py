@@ -223,6 +223,8 @@ class Force(ForceElement):
             raise ModelError(f"'{self.name}': frame must be 'inertial' or 'body', got {frame!r}.")
         if torque is not None and isinstance(part, PointMass):
             raise ModelError(f"'{self.name}': a point mass cannot take a torque.")
+        if force is None and torque is None:
+            raise ModelError(f"'{self.name}': give a force=, a torque= or both (constant or a law f(t, state)).")
         self.part = part
         axes = "body" if frame == "body" else "inertial"
         self._force_fn, self._force, force_law = _load_function(self.name, "force", force, axes)
