@@ -106,7 +106,14 @@ def start(path, assembly, settings: dict, overwrite=False):
     """Open the checkpoint directory ``path`` for a new run. A run already there is refused
     unless ``overwrite`` (then its files are removed)."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ModelError(f"simulate: checkpoint={str(path)!r} is a file, not a directory; give a directory (it is "
+                         "created) for the run's pieces.") from None
+    except OSError as err:
+        raise ModelError(f"simulate: the checkpoint directory {str(path)!r} cannot be created ({err.strerror}); give "
+                         "a directory this process can write.") from None
     lock = _lock(path, "simulate")
     try:
         if (path / RUN).exists():

@@ -128,6 +128,9 @@ class PartView:
         """The body point X (3,) (m, in the part's body axes; a point mass: its only point, 0):
         position x = φ + X_i d_i, velocity and acceleration (central differences), (N+1, 3) each."""
         X = np.asarray(X, float)
+        if X.shape != (3,):
+            raise ValueError(f"part '{self.name}': point(X) takes one body point X of 3 coordinates (m), got shape "
+                             f"{X.shape}.")
         if not self.rigid:
             if np.any(X != 0):
                 raise ValueError(f"part '{self.name}' is a {self.kind}: its only point is (0, 0, 0), got {X.tolist()}.")

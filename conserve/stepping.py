@@ -73,6 +73,7 @@ def step(model, state: State, t, h, *, backend="director", newton: Newton = Newt
         backend eliminates are 0; :meth:`~conserve.backends.base.StepBackend.recover_multipliers`)
     """
     model, backend = _model(model, "step"), _stepper(backend, newton, "step")
+    _check_state(model, state, "step")
     _check_times(t, h, "step")
     lam = jnp.zeros(model.n_constraints, state.q.dtype) if multipliers is None else multipliers
     return _step(model, state, lam, t, h, backend)
@@ -115,6 +116,7 @@ def trajectory(model, state: State, t0, h, n_steps: int, *, backend="director",
     if not (is_count(n_steps) and n_steps >= 1):
         raise ModelError(f"trajectory: n_steps must be an integer ≥ 1, got {n_steps!r}.")
     n_steps = int(n_steps)
+    _check_state(model, state, "trajectory")
     _check_times(t0, h, "trajectory")
     return _trajectory(model, state, t0, h, n_steps, backend)
 
@@ -142,6 +144,22 @@ def _model(model, who) -> Model:
     if not isinstance(model, Model):
         raise ModelError(f"{who}: expected a Model (assembly.model), got {type(model).__name__}.")
     return model
+
+
+def _check_state(model: Model, state, who):
+    """Refuse a state whose arrays do not have the model's shapes (another model's state, a
+    batched state outside vmap), naming the field and the shapes."""
+    if not isinstance(state, State):
+        raise ModelError(f"{who}: state must be a State (cs.initial_state(assembly), or a Solution's node), got "
+                         f"{type(state).__name__}.")
+    n_q, n_r = model.n_coordinates, model.n_rotors
+    n_s = sum(sl.stop - sl.start for *_, sl in model.coordinate_groups())
+    expected = {"q": (n_q,), "v": (n_q,), "s": (n_s,), "p": (n_r,), "theta": (n_r,)}
+    wrong = {k: np.shape(getattr(state, k)) for k in expected if np.shape(getattr(state, k)) != expected[k]}
+    if wrong:
+        raise ModelError(f"{who}: the state does not fit the model: " + ", ".join(
+            f"{k} has shape {shape}, the model's {expected[k]}" for k, shape in wrong.items())
+            + " (a state of another model, or a batch of states: vmap the step over them).")
 
 
 def _check_times(t, h, who):

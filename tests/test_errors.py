@@ -167,6 +167,24 @@ def test_a_drive_or_a_potential_force_that_turns_nan_is_named():
         cs.simulate(pendulum(root), 0.02, 1e-3)
 
 
+def test_misused_arguments_of_the_api_say_what_fits(tmp_path):
+    """(before: a scipy ValueError without the body, FileExistsError, a numpy broadcast error, "mul got
+    incompatible shapes" from inside the step)"""
+    with pytest.raises(cs.InvalidOrientation, match="body 'b': euler sequence 'XQ'"):
+        cs.RigidBody("b", mass=1.0, inertia=(1.0, 1.0, 1.0), euler=("XQ", (0.1, 0.2)))
+    top = cs.problems.heavy_top()
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(cs.ModelError, match="is a file, not a directory"):
+        cs.simulate(top, 0.01, 1e-3, checkpoint=tmp_path / "file")
+    sol = cs.simulate(top, 0.01, 1e-3)
+    with pytest.raises(ValueError, match="one body point X of 3 coordinates"):
+        sol["top"].point([0.0, 0.0])
+    a = top.assemble()
+    batch = a.initial_state._replace(q=np.stack([a.initial_state.q] * 2))
+    with pytest.raises(cs.ModelError, match="q has shape \\(2, 12\\), the model's \\(12,\\)"):
+        cs.step(a.model, batch, 0.0, 1e-3)
+
+
 def test_numpy_integers_count_steps_and_chunks_and_bools_do_not():
     """Counts given as numpy integers (an index from np.argmax, a grid from np.arange) are integers
     (before: refused as "not an integer"); the run is the one with Python integers, bit for bit."""

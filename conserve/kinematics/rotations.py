@@ -64,7 +64,11 @@ def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None, degr
             raise InvalidOrientation(
                 f"body '{name}': euler must be (sequence, angles) with one finite angle in "
                 f"{'degrees' if degrees else 'rad'} per axis, e.g. ('ZXZ', (psi, theta, phi)); got {euler!r}.")
-        return Rotation.from_euler(seq, angles, degrees=bool(degrees)).as_matrix()
+        try:
+            return Rotation.from_euler(seq, angles, degrees=bool(degrees)).as_matrix()
+        except ValueError as err:  # scipy's words for a sequence it does not know, e.g. "XQ" or "xYz"
+            raise InvalidOrientation(f"body '{name}': euler sequence {seq!r}: {err} (axes from x, y, z; all upper "
+                                     "case for intrinsic, all lower case for extrinsic rotations).") from None
     if orientation is None:
         return np.eye(3)
     if isinstance(orientation, Rotation):
