@@ -51,7 +51,8 @@ import numpy as np
 from .backends import Carry, StepBackend
 from .discrete.newton import run_if
 from .errors import ConvergenceError, ModelError
-from .failures import keep_partial
+from .failures import keep_partial, non_finite_laws
+from .model.assembled import State
 from .model.parameters import bound
 from .solution import diagnostics
 
@@ -292,13 +293,24 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
     error = None
     if failed:
         t_stop, h_next = float(failure[2]), float(failure[3])
+        history = np.asarray(failure[0])[:int(failure[1])]
+        why = ("the error estimate or Newton's method needs ever smaller steps: a singularity, a law that jumps, or "
+               "tolerances near round-off")
+        if not np.all(np.isfinite(history)):  # NaN at every step size: name the laws that give it
+            last = State(*(np.asarray(getattr(solution, k))[-1] for k in ("q", "v", "s", "p", "theta")),
+                         np.zeros_like(solution.q[-1]))
+            try:
+                culprits = non_finite_laws(solution.assembly, last, t_stop, h_next)
+            except Exception:  # noqa: BLE001  (a diagnosis that fails must not cost the partial solution)
+                culprits = []
+            why = ("Newton produced NaN/inf at every step size" + (f"; not finite: {', '.join(culprits)}" if culprits
+                                                                  else "") + " — a law evaluated outside its domain or "
+                   "returning NaN")
         error = ConvergenceError(
             f"adaptive steps stopped at t = {t_stop:.6g} s: the next step the tolerances ask for, {h_next:.3g} s, is "
-            f"below dt_min = {dt_min:.3g} s (the error estimate or Newton's method needs ever smaller steps: a "
-            "singularity, a law that jumps, or tolerances near round-off); kept the "
-            f"{n} steps before in err.partial_solution. Try larger rtol/atol or a smaller dt_min, or check the model.",
-            partial_solution=solution, step=n, time=t_stop,
-            residual_history=np.asarray(failure[0])[:int(failure[1])])
+            f"below dt_min = {dt_min:.3g} s ({why}); kept the {n} steps before in err.partial_solution. Try larger "
+            "rtol/atol or a smaller dt_min, or check the model.",
+            partial_solution=solution, step=n, time=t_stop, residual_history=history)
     return solution, error
 
 
@@ -337,8 +349,6 @@ def _saved_intervals(steps):
 
 def _piece(model, steps, fields):
     """Kept steps as a piece of a Solution (node_*, node_t, diag_*, step_* with step_h)."""
-    from .model.assembled import State
-
     nodes = State(*(np.stack([s["node"][i] for s in steps]) for i in range(len(State._fields))))
     t = np.array([s["t"] for s in steps], float)
     stack = lambda key: np.stack([np.asarray(s[key]) for s in steps])  # noqa: E731

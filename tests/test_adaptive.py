@@ -3,6 +3,7 @@ every accepted node conserves exactly, the error follows the tolerance, steps fo
 (an eccentric orbit), save times are hit exactly, and at equal accuracy adaptive steps cost fewer
 Newton solves than fixed ones where the motion's time scale varies."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -126,6 +127,15 @@ def test_a_run_that_cannot_meet_its_tolerance_fails_with_the_steps_kept():
     assert 0.3 * ORBIT.period <= err.value.time < 0.5 * ORBIT.period
     assert partial.t[-1] == err.value.time and len(partial) > 100
     assert_exact(partial)
+
+
+def test_a_law_that_turns_nan_is_named_when_adaptive_steps_give_up():
+    """(before: only "below dt_min", no word of NaN or of the law)"""
+    plate = cs.RigidBody("plate", mass=1.0, inertia=(1.0, 2.0, 2.5), angular_velocity=(0.1, 0.2, 0.3))
+    law = lambda t, state: jnp.where(t > 0.05, jnp.nan, 0.1) * jnp.ones(3)  # noqa: E731
+    with pytest.raises(cs.ConvergenceError, match="every step size; not finite: the power of 'thrust'") as err:
+        cs.simulate(cs.System([plate, cs.Torque(plate, law, name="thrust")]), 0.2, "adaptive")
+    assert 0.04 <= err.value.partial_solution.t[-1] <= 0.06  # its last step's midpoint before 0.05 s
 
 
 def test_bad_adaptive_options_are_refused_by_name():
