@@ -74,6 +74,17 @@ def test_a_killed_worker_loses_no_finished_member_and_a_rerun_runs_only_the_rest
     assert {p: p.stat().st_mtime_ns for p in stored} == before  # the stored members were not run again
 
 
+def test_a_sweep_with_other_settings_is_refused_not_handed_the_stored_members(tmp_path):
+    """(before: the second sweep returned the first one's 51 nodes to t = 0.05 s as its own)"""
+    grid = {"density": [2700.0]}
+    cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path)
+    with pytest.raises(cs.ModelError, match="holds the members of another sweep .*t_end 0.05.*now 0.1"):
+        cs.studies.sweep(cs.problems.heavy_top, grid, 2 * T_END, DT, tmp_path)
+    with pytest.raises(cs.ModelError, match="options"):
+        cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path, backend="reduced")
+    assert len(cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path)["t"]) == round(T_END / DT) + 1
+
+
 @pytest.mark.slow
 def test_a_sweep_on_a_local_dask_cluster(tmp_path, monkeypatch):
     """dask.distributed, the multi-machine engine, on a local cluster of 2 worker processes: a

@@ -42,7 +42,9 @@ def sweep(make_system, grid, t_end, dt, directory, *, executor=None, batch=1, **
     grid : {name: values} (every combination, in order) or a list of {name: value} members
     t_end, dt : s, as in :func:`conserve.simulate`
     directory : where each member's Solution is stored (``member-<hash>.npz``, the hash of its
-        parameters); members already stored there are not run again
+        parameters); members already stored there are not run again. The sweep's settings
+        (t_end, dt, options) are recorded there (``sweep.json``): a sweep with other settings is
+        refused rather than handed the stored members (make_system is yours to keep the same)
     executor : None (run here) or any object with ``submit(fn, *args)`` returning a future with
         ``result()``: a ``concurrent.futures`` executor or a ``dask.distributed.Client``
     batch : members per task; more than one run as one vmapped ensemble
@@ -57,6 +59,7 @@ def sweep(make_system, grid, t_end, dt, directory, *, executor=None, batch=1, **
     members = _members(grid)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    _claim(directory, t_end, dt, options)
     todo = [m for m in members if not member_path(directory, m).exists()]
     if not (is_count(batch) and batch >= 1):
         raise ModelError(f"sweep: batch must be an integer ≥ 1, got {batch!r}.")
@@ -124,6 +127,29 @@ def gather(directory, members):
     datasets = [Solution.load(member_path(directory, m)).to_xarray() for m in members]
     result = xr.concat(datasets, dim="member", join="outer")
     return result.assign_coords({name: ("member", [m[name] for m in members]) for name in members[0]})
+
+
+def _claim(directory, t_end, dt, options):
+    """Record the sweep's settings in ``directory`` (``sweep.json``), or refuse if the members
+    stored there were run with others (a different t_end, dt or option): they would be returned as
+    this sweep's."""
+    def named(x):  # functions and classes by name (their repr holds an address), the rest by repr
+        return f"{getattr(x, '__module__', '')}.{x.__qualname__}" if hasattr(x, "__qualname__") else repr(x)
+
+    settings = {"t_end": repr(t_end), "dt": named(dt),
+                "options": {k: named(v) for k, v in sorted(options.items())}}
+    path = directory / "sweep.json"
+    if path.exists():
+        stored = json.loads(path.read_text())
+        differ = [k for k in settings if stored.get(k) != settings[k]]
+        if differ:
+            raise ModelError(f"sweep: {directory} holds the members of another sweep (its "
+                             + "; ".join(f"{k} {stored.get(k)}, now {settings[k]}" for k in differ)
+                             + "): give this sweep its own directory, or remove that one to run again.")
+        return
+    partial = path.with_name(f"sweep.{os.getpid()}.partial.json")
+    partial.write_text(json.dumps(settings, sort_keys=True))
+    os.replace(partial, path)
 
 
 def member_path(directory, member) -> Path:
