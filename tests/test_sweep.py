@@ -82,7 +82,7 @@ def test_a_sweep_with_other_settings_is_refused_not_handed_the_stored_members(tm
         cs.studies.sweep(cs.problems.heavy_top, grid, 2 * T_END, DT, tmp_path)
     with pytest.raises(cs.ModelError, match="options"):
         cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path, backend="reduced")
-    assert len(cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path)["t"]) == round(T_END / DT) + 1
+    assert cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path).sizes["time"] == round(T_END / DT) + 1
 
 
 @pytest.mark.slow
