@@ -22,7 +22,7 @@ from .kinematics.rotations import rotation_to_quaternion
 from .kinematics.rotations import angular_velocity
 from .model.assembled import Energy, Model, State
 from .model.parameters import bound
-from .sensors import Frames, JointView, PointHistory, joint_view, point_history
+from .sensors import Frames, JointView, PointHistory, joint_view, point_history, unwrapped
 
 
 def node_diagnostics(model: Model, state: State, t=0.0):
@@ -274,13 +274,14 @@ class Solution:
             w_body = np.einsum("ni,ni->n", body.angular_velocity, a)
             J_axial = self.layout["body_rotor_axial_inertia"][name]
             # spin angle: rotation of the rotor's axes relative to the master's about the axis (the
-            # rotor's axes equal the master's at t0), unwrapped; the midpoint rule turns < π per step
+            # rotor's axes equal the master's at t0), counting turns by the relative rate
             e1 = np.cross(axis, np.eye(3)[np.argmin(np.abs(axis))])
             e1 /= np.linalg.norm(e1)
             u, w = master.rotation @ e1, body.rotation @ e1
-            angle = np.unwrap(np.arctan2(np.einsum("ni,ni->n", a, np.cross(u, w)), np.einsum("ni,ni->n", u, w)))
-            return RotorView(angle - angle[0], w_body - np.einsum("ni,ni->n", master.angular_velocity, a),
-                             J_axial * w_body)
+            rate = w_body - np.einsum("ni,ni->n", master.angular_velocity, a)
+            angle = unwrapped(np.arctan2(np.einsum("ni,ni->n", a, np.cross(u, w)), np.einsum("ni,ni->n", u, w)),
+                              rate, self.t)
+            return RotorView(angle - angle[0], rate, J_axial * w_body)
         raise KeyError(f"no rotor named {name!r}; rotors: {sorted(list(rotors) + list(bodies))}.")
 
     @property
