@@ -401,7 +401,10 @@ class Solution:
 
     # --- export (:mod:`conserve.export`) ------------------------------------------------
     def save(self, path):
-        """Write all arrays and metadata to an .npz file (:func:`conserve.export.save`)."""
+        """Write all arrays and metadata to an .npz file (:func:`conserve.export.save`), with the
+        model's :attr:`symmetries` (found now if not yet, while the model is at hand), so that the
+        loaded file's :meth:`summary` reports the conserved momenta as this one does."""
+        _ = self.symmetries
         export.save(self, path)
 
     @classmethod

@@ -168,6 +168,20 @@ def test_summary_reports_the_momenta_the_symmetry_conserves():
     top = cs.simulate(HeavyTop().system(), 0.02, 2e-3).summary()
     assert "angular momentum    conserved along e3 (symmetry under rotation about the origin)" in top
     assert "linear momentum     not conserved" in top
+    # one body under central gravity: every J component, no L component (before, sampled at two
+    # configurations, x × Rx passed as a translation symmetry and L "drifted" 32 % along it)
+    body = cs.RigidBody("sat", mass=1.0, inertia=(0.1, 0.2, 0.3), position=(1.0, 0, 0), velocity=(0, 1.0, 0))
+    orbit = cs.simulate(cs.System([body, cs.CentralGravity(1.0)]), 0.1, 1e-2)
+    assert orbit.symmetries == {"angular_momentum": np.eye(3).tolist(), "linear_momentum": []}
+
+
+def test_a_loaded_solution_knows_the_symmetries_of_its_model(tmp_path):
+    """(before: saved without them unless read first, so the loaded summary judged the heavy top's
+    J·e1 and J·e2, which gravity changes, as drift)"""
+    sol = cs.simulate(HeavyTop().system(), 0.02, 2e-3)
+    sol.save(tmp_path / "top.npz")
+    loaded = cs.Solution.load(tmp_path / "top.npz")
+    assert loaded.symmetries == sol.symmetries and loaded.symmetries["angular_momentum"] == [[0.0, 0.0, 1.0]]
 
 
 def test_multipliers_are_the_pivot_force(sol):

@@ -9,8 +9,9 @@ components, so :meth:`conserve.Solution.summary` reports the drift of those and 
 
 The test is numerical, on the model's own functions: the infinitesimal motion δq_e (e × x for
 every block of a rotation, e on every position for a translation) must leave g, s and V
-unchanged, G δq_e = 0, ∇s δq_e = 0 and ∇V·δq_e = 0, at the initial configuration and at a generic rigid rotation of
-it (so that an accidental alignment at t0 cannot fake a symmetry). The conserved directions are
+unchanged, G δq_e = 0, ∇s δq_e = 0 and ∇V·δq_e = 0, at the initial configuration and at two generic rigid
+rotations of it (so that an accidental alignment cannot fake a symmetry: with one rotation, a single
+force along the position left x × Rx as a translation symmetry). The conserved directions are
 the null space of that linear map of e, a subspace: along g for uniform gravity, all of R³ for a
 free system, none with a ground joint off the origin.
 """
@@ -37,7 +38,9 @@ def conserved_directions(model, q0, theta0) -> dict:
         return {"angular_momentum": [], "linear_momentum": []}
     n = q0.shape[0] // 3
     position = np.asarray(model.translational, bool)
-    rotations = [np.eye(3), Rotation.from_rotvec([0.3, -0.7, 0.5]).as_matrix()]
+    # three configurations: one force along the position (central gravity, a spring to a ground
+    # anchor) forbids the translations normal to it at each, and two leave x × Rx as a false symmetry
+    rotations = [np.eye(3), *(Rotation.from_rotvec(r).as_matrix() for r in ([0.3, -0.7, 0.5], [-0.6, 0.2, 0.9]))]
 
     configurations = [np.asarray(q0).reshape(n, 3) @ R.T for R in rotations]
     jacobians = [np.asarray(_invariance_jacobian(model, Q.ravel(), theta0)) for Q in configurations]
