@@ -5,7 +5,10 @@ derivative of the quadratic joint constraints). On a rigid part with blocks (φ,
 work δφ·f_φ + Σ_k δd_k·f_k of a rigid variation δd_k = δα × d_k gives the resultant force
 f_φ and the moment Σ_k d_k × f_k about the centre of mass φ, here at the step's midpoint. Moved
 to the joint's attachment point and expressed in a chosen frame, these are the reaction force
-and torque that the joint exerts on each of its two parts during step n → n+1.
+and torque that the joint exerts on each of its two parts during step n → n+1. Like the
+multipliers, they alternate about the continuous force from step to step (the index-3 midpoint
+rule's parasitic mode), by O(Δt); the mean of two consecutive steps is O(Δt²) from the force at the
+node between them.
 """
 
 from __future__ import annotations
