@@ -51,7 +51,7 @@ import numpy as np
 from .backends import Carry, StepBackend
 from .discrete.newton import run_if
 from .errors import ConvergenceError, ModelError
-from .failures import keep_partial, non_finite_laws
+from .failures import keep_partial, non_finite_laws_after
 from .model.assembled import State
 from .model.parameters import bound
 from .solution import diagnostics
@@ -297,12 +297,7 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
         why = ("the error estimate or Newton's method needs ever smaller steps: a singularity, a law that jumps, or "
                "tolerances near round-off")
         if not np.all(np.isfinite(history)):  # NaN at every step size: name the laws that give it
-            last = State(*(np.asarray(getattr(solution, k))[-1] for k in ("q", "v", "s", "p", "theta")),
-                         np.zeros_like(solution.q[-1]))
-            try:
-                culprits = non_finite_laws(solution.assembly, last, t_stop, h_next)
-            except Exception:  # noqa: BLE001  (a diagnosis that fails must not cost the partial solution)
-                culprits = []
+            culprits = non_finite_laws_after(solution, t_stop, h_next)
             why = ("Newton produced NaN/inf at every step size" + (f"; not finite: {', '.join(culprits)}" if culprits
                                                                   else "") + " — a law evaluated outside its domain or "
                    "returning NaN")

@@ -120,7 +120,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     chunk = min(int(chunk), fitted_chunk(n_steps))
     if t0 != 0.0 and any(a.model.time_dependent for a in assemblies):
         raise ModelError("simulate_batch: members with prescribed motions (JointDrive) start at t0 = 0 "
-                         "(their laws are checked there at assembly).")
+                         "(the members' states are checked against their laws there).")
     backend = resolve_backend(backend, newton, order=order)
     if isinstance(backend, ReferenceBackend):
         raise ModelError(f"simulate_batch: backend '{backend.name}' is a reference integrator; an ensemble needs a "

@@ -66,6 +66,17 @@ def non_finite_laws(assembly, state: State, t, h, where=(" at the step's start",
     return list(found.values())
 
 
+def non_finite_laws_after(solution, t, h) -> list:
+    """:func:`non_finite_laws` of the step t → t + h (s) from a partial ``solution``'s last node; a
+    diagnosis that fails gives none (it must not cost the partial solution)."""
+    last = State(*(np.asarray(getattr(solution, k))[-1] for k in ("q", "v", "s", "p", "theta")),
+                 np.zeros_like(solution.q[-1]))
+    try:
+        return non_finite_laws(solution.assembly, last, t, h)
+    except Exception:  # noqa: BLE001
+        return []
+
+
 @jit_quick(mode="unoptimized")
 def _law_values(model: Model, states: State, t):
     """(each potential's energy (J), whether its gradient is finite, each motor's and load's power
@@ -86,13 +97,8 @@ def convergence_error(n, t, h, newton, history, solution, settings) -> Convergen
     singular Newton matrix), what to try, and the ``solution`` of the n converged steps."""
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
-    if not finite:  # name the laws that give it (a diagnosis that fails must not cost the partial solution)
-        last = State(*(np.asarray(getattr(solution, k))[-1] for k in ("q", "v", "s", "p", "theta")),
-                     np.zeros_like(solution.q[-1]))
-        try:
-            culprits = non_finite_laws(solution.assembly, last, t, h)
-        except Exception:  # noqa: BLE001
-            culprits = []
+    if not finite:  # name the laws that give it
+        culprits = non_finite_laws_after(solution, t, h)
         if culprits:
             what += (f"; not finite: {', '.join(culprits)} — a law evaluated outside its domain (a log or root "
                      "of a negative number, a division by a zero distance) or returning NaN")

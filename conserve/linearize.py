@@ -36,8 +36,7 @@ import scipy.linalg
 from .compilation import jit_quick
 from .errors import ModelError
 from .backends import loops
-from .model.system import POSITION_TOL, as_assembly
-from .model.terms import ROUNDOFF
+from .model.system import as_assembly, initial_gaps
 from .backends.null_space import configure
 
 
@@ -159,18 +158,11 @@ def _refuse_off_constraints(assembly, q):
     """A ModelError naming the elements whose constraints q (n_q,) violates beyond the tolerance of
     the assembly's check: minimal coordinates about such a q describe no configuration."""
     model, state = assembly.model, assembly.initial_state
-    g, tol = (np.asarray(a) for a in _gaps(model, q, state.theta))
+    spin = jnp.zeros_like(state.theta)  # (the velocity check is not used)
+    g, tol = (np.asarray(a) for a in initial_gaps(model, state._replace(q=q), spin)[:2])
     off = [i for i in range(g.shape[0]) if not abs(g[i]) <= tol[i]]
     if off:
         owners = ", ".join(dict.fromkeys(f"'{assembly.layout.constraint_rows[i][0]}'" for i in off))
         raise ModelError(f"linearize: q violates the constraints of {owners} by up to {np.max(np.abs(g[off])):.3g}; "
                          "give a configuration the joints admit (a Solution's q at a node, or "
                          "cs.set_joints(system, angles).initial_state.q).")
-
-
-@jit_quick(mode="unoptimized")
-def _gaps(model, q, theta):
-    """(g, its tolerance) of every constraint row at q, as the assembly's check."""
-    s = model.coordinate_values(q)
-    tol = POSITION_TOL + ROUNDOFF * model.all_constraints(q, theta, s, "magnitude")
-    return model.all_constraints(q, theta, s), tol
