@@ -33,6 +33,30 @@ Functions that run once per model or run (assembly checks, structure detection, 
 post-processing) are compiled unoptimized (:func:`jit_quick`). An option this jaxlib's XLA does not
 know is left out (its default), the others kept.
 
+**Loops as kernels.** XLA's CPU runtime runs a program as a sequence of small compiled kernels
+(*thunks*), a while loop's body kernel by kernel at every iteration; for a model as small as the
+heavy top that dispatch, not arithmetic, is most of a step. A while loop without library calls
+and below a size in bytes XLA instead compiles as one kernel, control flow included (its
+``SmallWhileLoopHoistingPass``). Importing conserve raises that size, XLA's option
+``xla_cpu_small_while_loop_byte_threshold`` (1 kB by default), to :data:`LOOP_KERNEL_BYTES`
+through the environment variable ``XLA_FLAGS`` — read by XLA once, when jax first computes, so
+conserve must be imported before anything runs on jax (an ``XLA_FLAGS`` that sets the option
+already is left as it is; :func:`loops_as_kernels` tells whether it holds). A run of a model of at most
+:data:`KERNEL_UNKNOWNS` director unknowns compiled "quick" or "optimized" solves its Newton
+systems with an LU in XLA operations instead of LAPACK's (a library call, which XLA cannot put
+into a kernel; :meth:`~conserve.backends.base.StepBackend.as_kernels`), the same steps to
+round-off, and its whole loop of steps becomes one kernel. Measured, pinned, "quick", µs per
+step with LAPACK's LU → as one kernel (compilation in s): heavy top director 37 → 13
+(1.96 → 2.08), reduced 39 → 13 (3.2 → 4.4); P8 aircraft 37 → 12 (1.3 → 1.4), reduced 40 → 16
+(2.8 → 3.6); P6 52 → 24 (2.8 → 4.1), reduced 44 → 16 (3.7 → 5.5); P3a (hybrid wheels) 55 → 34
+(2.1 → 2.8), reduced 60 → 29 (3.7 → 5.5). Not for larger models (so far): their reduced steps
+gain as much, 3× (P5 crane 172 → 41, P8 wind turbine 179 → 60), but one-kernel loops that size
+take LLVM about twice as long to compile (7.5 → 12.6 s, 4.9 → 8.9 s), and a director matrix of
+60 unknowns or more factorises slower by masked updates than by LAPACK (double four-bar, 119:
+311 → 977). "optimized" code gains less (heavy top 29 → 24: XLA's fusion emitters do not make
+one kernel), "unoptimized" code none (an LU that LLVM does not optimise is slower than
+LAPACK's: it keeps LAPACK's), ensembles none (the batched LU stays LAPACK's).
+
 **Persistent cache.** jax can keep compiled executables on disk, keyed by the program and the
 compiler options, so that another process running the same model structure (the same element
 kinds, array shapes and law code) loads the executable instead of compiling it again. Off by
@@ -83,6 +107,43 @@ AUTO_WORK = 100_000
 
 #: Environment variable naming the cache directory; set, it enables the cache at import.
 ENVIRONMENT_VARIABLE = "CONSERVE_COMPILATION_CACHE"
+
+#: XLA's CPU option (in ``--xla_backend_extra_options``): the largest while loop, in bytes
+#: accessed, that XLA compiles as one kernel (see "Loops as kernels" above)
+LOOP_KERNEL_OPTION = "xla_cpu_small_while_loop_byte_threshold"
+
+#: the value conserve gives it: any loop XLA can compile as one kernel (conserve's own choose by
+#: holding library calls or not)
+LOOP_KERNEL_BYTES = 10**9
+
+#: runs of models of at most this many director unknowns compiled "quick" or "optimized" solve by
+#: an LU in XLA operations, their loops one kernel (the heavy top has 21, the P3a and P4
+#: spacecraft with hybrid wheels 24; see "Loops as kernels" above for larger ones)
+KERNEL_UNKNOWNS = 24
+
+
+def _raise_loop_kernel_bytes():
+    """Put :data:`LOOP_KERNEL_OPTION` = :data:`LOOP_KERNEL_BYTES` into ``XLA_FLAGS`` unless it is
+    set there (the extra options are one comma-separated flag: added to it if present)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if LOOP_KERNEL_OPTION in flags:
+        return
+    entry = f"{LOOP_KERNEL_OPTION}={LOOP_KERNEL_BYTES}"
+    head, found, tail = flags.partition("--xla_backend_extra_options=")
+    added = f"{head}{found}{entry},{tail}" if found else f"{flags} --xla_backend_extra_options={entry}"
+    os.environ["XLA_FLAGS"] = added.strip()
+
+
+_raise_loop_kernel_bytes()
+
+
+@functools.cache
+def loops_as_kernels() -> bool:
+    """Whether XLA compiles conserve's loops as kernels in this process: a loop of 4 kB (above
+    XLA's default size, below :data:`LOOP_KERNEL_BYTES`) compiles as one (False when jax computed
+    before conserve was imported, or ``XLA_FLAGS`` sets a smaller size)."""
+    loop = jax.jit(lambda x: jax.lax.fori_loop(0, 2, lambda i, y: jnp.sin(y), x))
+    return "xla_cpu_small_call" in loop.lower(jnp.zeros(512)).compile().as_text()
 
 
 @functools.cache

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import checkpoint as checkpoints
 from .adaptive import Adaptive, simulate_adaptive
-from .compilation import MODES, compiler_options, resolved_mode
+from .compilation import KERNEL_UNKNOWNS, MODES, compiler_options, loops_as_kernels, resolved_mode
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .backends.base import Wrapper
 from .backends.compose import check_order
@@ -121,9 +121,22 @@ def model_axes(model, batch):
     return jax.tree.unflatten(jax.tree.structure(model), batch)
 
 
+def kernel_backend(backend: StepBackend, model, mode, batch=None) -> StepBackend:
+    """The backend a run's chunk is compiled with: for one run (not an ensemble's) of a model of at
+    most :data:`~conserve.compilation.KERNEL_UNKNOWNS` director unknowns compiled "quick" or
+    "optimized", its Newton loop one kernel (:meth:`~conserve.backends.base.StepBackend.as_kernels`;
+    "Loops as kernels" in :mod:`conserve.compilation`); otherwise ``backend`` itself."""
+    if (batch is None and mode in ("quick", "optimized") and director_unknowns(model) <= KERNEL_UNKNOWNS
+            and loops_as_kernels()):
+        return backend.as_kernels()
+    return backend
+
+
 def compile_chunks(backend, length, args, batch=None, mode="quick"):
     """AOT-compile the chunk runner for these argument shapes once, XLA's code generation by
-    ``mode`` ("unoptimized", "quick" or "optimized", :mod:`conserve.compilation`); returns (fn, seconds)."""
+    ``mode`` ("unoptimized", "quick" or "optimized", :mod:`conserve.compilation`; small models'
+    Newton loops as kernels, :func:`kernel_backend`); returns (fn, seconds)."""
+    backend = kernel_backend(backend, args[0], mode, batch)
     leaves, treedef = jax.tree.flatten(args)
     # the leaves' avals (jnp.result_type would cost ~10 µs per leaf and call)
     key = (backend, length, treedef, tuple((np.shape(x), np.dtype(x.dtype) if hasattr(x, "dtype") else

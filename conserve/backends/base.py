@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..discrete.linear import Dense
 from ..discrete.scheme import StepRecord
 from ..model.assembled import Model, State
 
@@ -91,6 +92,16 @@ class StepBackend(ABC):
         one) fill them in here."""
         return multipliers
 
+    def as_kernels(self) -> StepBackend:
+        """This backend with its Newton loop free of library calls — a dense LU (its ``linear``
+        a :class:`~conserve.discrete.linear.Dense` or Coloured solver) in XLA operations
+        (``kernel=True``) instead of LAPACK's —, so that XLA compiles the loop as one kernel
+        (:mod:`conserve.compilation`); the same steps to round-off. Otherwise itself."""
+        linear = getattr(self, "linear", None)
+        if isinstance(linear, Dense) and not linear.kernel:
+            return replace(self, linear=replace(linear, kernel=True))
+        return self
+
 
 class Wrapper(StepBackend):
     """A step backend built around another, ``inner`` (a dataclass field of the subclass): its
@@ -124,6 +135,9 @@ class Wrapper(StepBackend):
 
     def recover_multipliers(self, model: Model, nodes: State, multipliers, t, h):
         return self.inner.recover_multipliers(model, nodes, multipliers, t, h)
+
+    def as_kernels(self) -> StepBackend:
+        return replace(self, inner=self.inner.as_kernels())
 
 
 class ReferenceBackend(ABC):

@@ -117,7 +117,8 @@ class Reduced(StepBackend):
             state, record, memory = step_structured(model, carry.state, carry.multipliers, t, h, self.newton,
                                                     self.linear, carry.memory)
             return Carry(state, record.multipliers, memory if carry.memory is not None else None), record
-        state, record = step(model, carry.state, carry.multipliers, t, h, self.newton)
+        linear = Dense(kernel=getattr(self.linear, "kernel", False))  # the dense form's own matrix, by jacfwd
+        state, record = step(model, carry.state, carry.multipliers, t, h, self.newton, linear)
         return Carry(state, record.multipliers), record
 
     def unknowns(self, model: Model) -> int:
@@ -152,9 +153,10 @@ def _rows(model: Model, which, lam, q0, q1, theta0, theta1, s0, s1):
     return jax.jacfwd(force)(jnp.zeros(len(which), q0.dtype))
 
 
-def step(model: Model, state: State, lam, t, h, newton):
+def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
     """One EM step in minimal coordinates; the contract of :func:`.director.step`, except that
-    only the cut rows of ``lam`` are solved for (the others stay 0, see :func:`recovered_multipliers`)."""
+    only the cut rows of ``lam`` are solved for (the others stay 0, see :func:`recovered_multipliers`);
+    ``linear``: the :class:`~conserve.discrete.linear.Dense` solver of its Newton matrix."""
     tree = model.tree
     q0 = state.q
     Q0 = model.blocks(q0)
@@ -196,7 +198,7 @@ def step(model: Model, state: State, lam, t, h, newton):
     x0 = jnp.concatenate([h * nu0, lam[cut], jnp.zeros(nr), h * rates])
     g_size = model.constraint_magnitudes(q0, state.theta, state.s, t + h)
     size = jnp.concatenate([jnp.zeros(nd - len(loop)), g_size[loop], g_size[cut], jnp.zeros(2 * nr)])
-    x, *result, _ = newton_solve(residual, x0, newton, weights, size)
+    x, *result, _ = newton_solve(residual, x0, newton, weights, size, linear)
     u, lam_c, dp, dtheta = split(x)
     return advance(model, state, t, h, increments(tree, Q0, u), dp, dtheta, with_cut(lam_c), result)
 

@@ -50,7 +50,15 @@ from scipy import sparse
 
 @dataclass(frozen=True)
 class Dense:
-    """J by ``jax.jacfwd``, dense LU with partial pivoting. Blocks: J; factors: (lu, pivots)."""
+    """J by ``jax.jacfwd``, dense LU with partial pivoting. Blocks: J; factors: (lu, pivots).
+
+    ``kernel``: factorise and solve by :func:`kernel_lu_factor` and :func:`kernel_lu_solve` (XLA
+    operations) instead of LAPACK's (a library call), so that a Newton loop holds no library call
+    and XLA can compile it as one kernel (:mod:`conserve.compilation`); chosen per compilation by
+    :meth:`~conserve.backends.base.StepBackend.as_kernels`. The same pivoting and arithmetic:
+    the solutions agree to round-off."""
+
+    kernel: bool = field(default=False, kw_only=True)
 
     name = "dense"
 
@@ -59,11 +67,11 @@ class Dense:
         return jax.jacfwd(residual)(x)
 
     def factorise(self, J):
-        return lu_factor(J)
+        return kernel_lu_factor(J) if self.kernel else lu_factor(J)
 
     def solve(self, factors, r):
         """x with J x = r (n,)."""
-        return lu_solve(factors, r)
+        return kernel_lu_solve(factors, r) if self.kernel else lu_solve(factors, r)
 
     def abs_times(self, J, w):
         """``|J| w`` (n,)."""
@@ -71,6 +79,44 @@ class Dense:
 
     def dense(self, J):
         return J
+
+
+def kernel_lu_factor(J):
+    """The LU factorisation with partial pivoting of J (n, n) in XLA operations (a ``fori_loop``
+    over the columns, each a rank-one update of the whole matrix under masks: O(n³), meant for
+    n ≲ 30), as ``jax.scipy.linalg.lu_factor`` computes it with LAPACK. Returns (LU (n, n): L
+    below the unit diagonal, U on and above; perm (n,) int32, the shape and type of LAPACK's pivots:
+    row i of LU is row perm[i] of J)."""
+    n = J.shape[-1]
+    index = jnp.arange(n, dtype=jnp.int32)
+
+    def eliminate(k, carry):
+        A, perm = carry
+        p = jnp.argmax(jnp.where(index >= k, jnp.abs(A[:, k]), -1.0))  # the pivot row
+        row_k, row_p = A[k], A[p]
+        A = jnp.where((index == k)[:, None], row_p, jnp.where((index == p)[:, None], row_k, A))
+        perm = jnp.where(index == k, perm[p], jnp.where(index == p, perm[k], perm))
+        l = jnp.where(index > k, A[:, k] / A[k, k], 0.0)  # noqa: E741  (the multipliers of column k)
+        A = A - l[:, None] * jnp.where(index > k, A[k], 0.0)[None, :]
+        return jnp.where((index[:, None] > k) & (index[None, :] == k), l[:, None], A), perm
+
+    return jax.lax.fori_loop(0, n, eliminate, (J, index))
+
+
+def kernel_lu_solve(factors, r):
+    """x with J x = r (n,) from :func:`kernel_lu_factor`'s factors: forward and back substitution,
+    each a ``fori_loop`` of masked vector updates."""
+    LU, perm = factors
+    n = LU.shape[-1]
+    index = jnp.arange(n)
+    y = jax.lax.fori_loop(0, n, lambda k, y: y - jnp.where(index > k, LU[:, k], 0.0) * y[k], r[perm])
+
+    def back(i, x):
+        k = n - 1 - i
+        xk = x[k] / LU[k, k]
+        return jnp.where(index == k, xk, x - jnp.where(index < k, LU[:, k], 0.0) * xk)
+
+    return jax.lax.fori_loop(0, n, back, y)
 
 
 class _Structure:
@@ -108,7 +154,7 @@ class Coloured(_Structure, Dense):
     name = "coloured"
 
     def _arrays(self):
-        return self.colour, self.pattern
+        return self.colour, self.pattern, np.asarray(self.kernel)
 
     @property
     def n_colours(self):
