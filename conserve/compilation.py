@@ -46,8 +46,8 @@ already is left as it is; :func:`loops_as_kernels` tells whether it holds). A ru
 systems with an LU in XLA operations instead of LAPACK's (a library call, which XLA cannot put
 into a kernel; :meth:`~conserve.backends.base.StepBackend.as_kernels`), the same steps to
 round-off, and its whole loop of steps becomes one kernel. Measured, pinned, "quick", µs per
-step with LAPACK's LU → as one kernel (compilation in s): heavy top director 37 → 13
-(1.96 → 2.08), reduced 39 → 13 (3.2 → 4.4); P8 aircraft 37 → 12 (1.3 → 1.4), reduced 40 → 16
+step with LAPACK's LU → as one kernel (compilation in s): heavy top director 37 → 11
+(1.96 → 2.10), reduced 39 → 13 (3.2 → 4.4); P8 aircraft 37 → 12 (1.3 → 1.4), reduced 40 → 16
 (2.8 → 3.6); P6 52 → 24 (2.8 → 4.1), reduced 44 → 16 (3.7 → 5.5); P3a (hybrid wheels) 55 → 34
 (2.1 → 2.8), reduced 60 → 29 (3.7 → 5.5). Not for larger models (so far): their reduced steps
 gain as much, 3× (P5 crane 172 → 41, P8 wind turbine 179 → 60), but one-kernel loops that size
