@@ -229,7 +229,7 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
     """The adaptive run of :func:`conserve.simulate` (its checked arguments; ``first`` the node at
     t0 as a piece): (Solution, ConvergenceError or None)."""
     from .compilation import compiler_options
-    from .simulate import NODE_FIELDS, assemble_solution, kernel_backend
+    from .simulate import NODE_FIELDS, assemble_solution, kernel_code
 
     model = assembly.model
     t0, t_end, chunk = settings["t0"], settings["t_end"], settings["chunk"]
@@ -243,12 +243,12 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
     f64 = jnp.float64
     args = [model, carry, f64(t0), f64(dt0), f64(dt0), f64(1.0), past, jnp.asarray(padded), jnp.int32(0),
             f64(t_end), f64(dt_min), f64(dt_max), f64(controller.rtol), f64(controller.atol)]
-    code = kernel_backend(backend, model, mode)  # the compiled loop's; its steps agree to round-off
+    code, options = kernel_code(backend, model, mode)  # the compiled loop's; its steps agree to round-off
     key = (code, chunk, controller, mode, jax.tree.structure(args),
            tuple(np.shape(a) for a in jax.tree.leaves(args)))
     tic = time.perf_counter()
     if key not in _compiled:
-        _compiled[key] = _chunk_fn(code, chunk, controller).lower(*args).compile(compiler_options(mode))
+        _compiled[key] = _chunk_fn(code, chunk, controller).lower(*args).compile(compiler_options(options))
     run = _compiled[key]
     compile_time = time.perf_counter() - tic
 

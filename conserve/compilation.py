@@ -41,21 +41,23 @@ and below a size in bytes XLA instead compiles as one kernel, control flow inclu
 ``xla_cpu_small_while_loop_byte_threshold`` (1 kB by default), to :data:`LOOP_KERNEL_BYTES`
 through the environment variable ``XLA_FLAGS`` — read by XLA once, when jax first computes, so
 conserve must be imported before anything runs on jax (an ``XLA_FLAGS`` that sets the option
-already is left as it is; :func:`loops_as_kernels` tells whether it holds). A run of a model of at most
-:data:`KERNEL_UNKNOWNS` director unknowns compiled "quick" or "optimized" solves its Newton
-systems with an LU in XLA operations instead of LAPACK's (a library call, which XLA cannot put
-into a kernel; :meth:`~conserve.backends.base.StepBackend.as_kernels`), the same steps to
-round-off, and its whole loop of steps becomes one kernel. Measured, pinned, "quick", µs per
-step with LAPACK's LU → as one kernel (compilation in s): heavy top director 37 → 11
-(1.96 → 2.10), reduced 39 → 13 (3.2 → 4.4); P8 aircraft 37 → 12 (1.3 → 1.4), reduced 40 → 16
-(2.8 → 3.6); P6 52 → 24 (2.8 → 4.1), reduced 44 → 16 (3.7 → 5.5); P3a (hybrid wheels) 55 → 34
-(2.1 → 2.8), reduced 60 → 29 (3.7 → 5.5). Not for larger models (so far): their reduced steps
-gain as much, 3× (P5 crane 172 → 41, P8 wind turbine 179 → 60), but one-kernel loops that size
-take LLVM about twice as long to compile (7.5 → 12.6 s, 4.9 → 8.9 s), and a director matrix of
-60 unknowns or more factorises slower by masked updates than by LAPACK (double four-bar, 119:
-311 → 977). "optimized" code gains less (heavy top 29 → 24: XLA's fusion emitters do not make
-one kernel), "unoptimized" code none (an LU that LLVM does not optimise is slower than
-LAPACK's: it keeps LAPACK's), ensembles none (the batched LU stays LAPACK's).
+already is left as it is; :func:`loops_as_kernels` tells whether it holds). A run whose dense Newton matrix has at
+most :data:`KERNEL_SIZE` unknowns then solves it with an LU in XLA operations instead of LAPACK's
+(a library call, which no kernel can hold; :meth:`~conserve.backends.base.StepBackend.as_kernels`),
+the same steps to round-off, and its whole loop of steps becomes one kernel — compiled
+"optimized" always, "quick" for models of at most :data:`KERNEL_UNKNOWNS` director unknowns
+(larger ones' one-kernel loops take LLVM about twice as long to compile), and in both cases with
+"quick"'s options, whose classic emitters alone make the loop one kernel (``sol.stats["compile"]``
+still names the mode asked for). Measured, pinned, µs per step with LAPACK's LU → as one kernel
+(compilation in s): "quick": heavy top director 37 → 11 (1.96 → 2.10), reduced 39 → 13
+(3.2 → 4.4); P8 aircraft 37 → 12 (1.3 → 1.4); P6 52 → 24 (2.8 → 4.1), reduced 44 → 16
+(3.7 → 5.5); P3a with hybrid wheels 55 → 34 (2.1 → 2.8), reduced 60 → 29 (3.7 → 5.5).
+"optimized": heavy top director 29 → 12 (3.3 → 2.2), reduced 28 → 13 (4.9 → 4.1); reduced
+P5 crane (hybrid winch) 112 → 43 (10.2 → 12.8), P8 wind turbine 111 → 60 (7.4 → 9.2), P8
+rotorcraft 104 → 63 (7.2 → 8.1), double pendulum 51 → 22 (6.4 → 6.6). Larger matrices keep
+LAPACK's LU (by masked updates a director matrix of 62 unknowns factorises slower: 103 → 160 µs
+per step; double four-bar, 119: 311 → 977), and so do "unoptimized" code (an LU that LLVM does
+not optimise is slower than LAPACK's) and ensembles (the batched LU).
 
 **Persistent cache.** jax can keep compiled executables on disk, keyed by the program and the
 compiler options, so that another process running the same model structure (the same element
@@ -116,9 +118,14 @@ LOOP_KERNEL_OPTION = "xla_cpu_small_while_loop_byte_threshold"
 #: holding library calls or not)
 LOOP_KERNEL_BYTES = 10**9
 
-#: runs of models of at most this many director unknowns compiled "quick" or "optimized" solve by
-#: an LU in XLA operations, their loops one kernel (the heavy top has 21, the P3a and P4
-#: spacecraft with hybrid wheels 24; see "Loops as kernels" above for larger ones)
+#: runs whose dense Newton matrix has at most this many unknowns may solve by an LU in XLA
+#: operations, their loops one kernel (larger ones factorise faster with LAPACK: a director matrix
+#: of 62 unknowns 103 → 160 µs per step, of 44 88 → 68)
+KERNEL_SIZE = 32
+
+#: ... and, compiled "quick", have at most this many director unknowns (the heavy top 21, the P3a
+#: and P4 spacecraft with hybrid wheels 24): larger models' one-kernel loops take LLVM about
+#: twice as long to compile, which "optimized" runs accept (see "Loops as kernels" above)
 KERNEL_UNKNOWNS = 24
 
 

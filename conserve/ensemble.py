@@ -32,15 +32,15 @@ import numpy as np
 
 from .backends import ReferenceBackend
 from .compilation import jit_quick, resolved_mode
-from .errors import CoarseStepWarning, ConvergenceError, InconsistentInitialState, ModelError
+from .errors import CoarseStepWarning, ConstraintWarning, ConvergenceError, InconsistentInitialState, ModelError
 from .failures import keep_partial
 from .fingerprint import fingerprint
 from .model.assembled import State
 from .model.parameters import bound
 from .model.system import as_assembly, initial_gaps
 from .simulate import (CHUNK, COARSE_TURN, NODE_FIELDS, assemble_solution, backend_settings, check_mode, check_progress,
-                       coarse_step_message, compile_chunks, model_axes, part_spin_rates, piece, resolve_backend,
-                       run_work, time_grid)
+                       coarse_step_message, compile_chunks, left_redundant_rows, model_axes, part_spin_rates, piece,
+                       resolve_backend, run_work, time_grid)
 from .solution import Solution, node_diagnostics
 
 
@@ -118,9 +118,6 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     check_progress(progress, "simulate_batch")
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
     chunk = min(int(chunk), fitted_chunk(n_steps))
-    if t0 != 0.0 and any(a.model.time_dependent for a in assemblies):
-        raise ModelError("simulate_batch: members with prescribed motions (JointDrive) start at t0 = 0 "
-                         "(the members' states are checked against their laws there).")
     backend = resolve_backend(backend, newton, order=order)
     if isinstance(backend, ReferenceBackend):
         raise ModelError(f"simulate_batch: backend '{backend.name}' is a reference integrator; an ensemble needs a "
@@ -128,7 +125,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     first = assemblies[0]
     model, batch, models = _stacked_models(assemblies)
     state = jax.tree.map(lambda *a: jnp.asarray(np.stack(a)), *states)
-    _check_states(model, batch, state, first)
+    _check_states(model, batch, state, first, t0)
     _warn_coarse_members(assemblies, states, dt)
     work = len(states) * run_work(backend, first.model, n_steps)  # a member's model: the stacked one has batch axes
     settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
@@ -161,11 +158,12 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         for i in range(m):
             assembly = replace(assemblies[i], model=models(i), initial_state=states[i])
             sol, error = assemble_solution(assembly, settings, backend, pieces[i], int(n[i]), i in failures,
-                                           failures.get(i), compile_time, run_time / m)  # its share of the run
+                                           failures.get(i), compile_time, run_time / m, warn=False)  # its share
             solutions.append(sol)
             if error is not None:
                 errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
                                              time=error.time, residual_history=error.residual_history)
+        _warn_left_rows(solutions)
         stats = {"backend": backend.name, "members": m, "steps": n_steps, "compile": settings["compile"],
                  "unknown_steps": work, "compile_time": compile_time, "run_time": run_time,
                  "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
@@ -341,15 +339,18 @@ def _skeleton(assembly):
     return names, tuple((np.shape(x), jnp.result_type(x)) for x in jax.tree.leaves(assembly.model))
 
 
-def _initial_gaps(model, state):
-    """|g|, its tolerance, |G v'|, its tolerance of one member (:func:`~conserve.model.system.initial_gaps`)."""
-    g, tol, rate, vtol, _ = initial_gaps(model, state, model.rotor_relative_rates(state.q, state.v, state.p))
+def _initial_gaps(model, member):
+    """|g|, its tolerance, |ġ|, its tolerance of one member, ``member`` its (state, t0)
+    (:func:`~conserve.model.system.initial_gaps`: prescribed motions at the run's start)."""
+    state, t0 = member
+    g, tol, rate, vtol, _ = initial_gaps(model, state, model.rotor_relative_rates(state.q, state.v, state.p), t0)
     return jnp.abs(g), tol, jnp.abs(rate), vtol
 
 
-def _check_states(model, batch, state, first):
+def _check_states(model, batch, state, first, t0):
     """Raise InconsistentInitialState naming the first member and joint whose initial positions or
-    velocities leave the constraints (all members at once, compiled), or whose state is not finite."""
+    velocities leave the constraints at t0 (s; prescribed motions too; all members at once,
+    compiled), or whose state is not finite."""
     for k in ("q", "v", "p", "theta", "s"):
         values = np.asarray(getattr(state, k)).reshape(len(np.asarray(state.q)), -1)
         if not np.all(np.isfinite(values)):
@@ -358,7 +359,8 @@ def _check_states(model, batch, state, first):
                                            "give every member finite positions, velocities and spins.")
     if not first.layout.constraint_rows:
         return
-    gap, tol, rate, vtol = (np.asarray(a) for a in _per_member(_initial_gaps, batch, model, state))
+    t0 = np.full(len(np.asarray(state.q)), t0)
+    gap, tol, rate, vtol = (np.asarray(a) for a in _per_member(_initial_gaps, batch, model, (state, t0)))
     for what, value, allowed in (("positions", gap, tol), ("velocities", rate, vtol)):
         bad = ~(value <= allowed)  # also NaN
         if np.any(bad):
@@ -369,6 +371,17 @@ def _check_states(model, batch, state, first):
                 f"allowed {allowed[i, row]:.3g}); {int(np.sum(np.any(bad, axis=1)))} member(s) are off the "
                 "constraints. Give each member positions and velocities its joints allow (e.g. build its state "
                 "from a system assembled with them).")
+
+
+def _warn_left_rows(solutions):
+    """simulate's ConstraintWarning, once for the ensemble, for the first member whose motion left
+    rows its assembly dropped as redundant, with how many members did."""
+    left = [(i, message) for i, sol in enumerate(solutions) if sol.assembly.layout.dropped_rows
+            for message in [left_redundant_rows(sol.assembly.layout, sol.constraint_residual, sol.t)] if message]
+    if left:
+        (i, message), more = left[0], len(left) - 1
+        warnings.warn(f"simulate_batch: member {i}" + (f" (and {more} more of {len(solutions)})" if more else "")
+                      + f": {message}", ConstraintWarning, stacklevel=4)
 
 
 def _warn_coarse_members(assemblies, states, dt):

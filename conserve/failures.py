@@ -59,7 +59,8 @@ def non_finite_laws(assembly, state: State, t, h, where=(" at the step's start",
                 found.setdefault(name, f"the force of '{name}' (the gradient of its energy{where[k]})")
         for name, w in zip(layout.work_names, powers[k]):
             if not np.isfinite(w):
-                found.setdefault(name, f"the power of '{name}' ({w:.3g} W{where[k]})")
+                found.setdefault(name, f"the power of '{name}' ({w:.3g} W{where[k]}: its force or torque is "
+                                       "not finite)")
         for (name, row), g in zip(layout.constraint_rows, gaps[k]):
             if not np.isfinite(g):  # a prescribed motion's law, a user constraint
                 found.setdefault(name, f"the constraint '{name}' ({row}: {g:.3g}{where[k]})")

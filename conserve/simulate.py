@@ -23,11 +23,12 @@ import numpy as np
 
 from . import checkpoint as checkpoints
 from .adaptive import Adaptive, simulate_adaptive
-from .compilation import KERNEL_UNKNOWNS, MODES, compiler_options, loops_as_kernels, resolved_mode
+from .compilation import KERNEL_SIZE, KERNEL_UNKNOWNS, MODES, compiler_options, loops_as_kernels, resolved_mode
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .backends.base import Wrapper
 from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
+from .discrete.linear import Dense
 from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError, is_count
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
@@ -121,22 +122,26 @@ def model_axes(model, batch):
     return jax.tree.unflatten(jax.tree.structure(model), batch)
 
 
-def kernel_backend(backend: StepBackend, model, mode, batch=None) -> StepBackend:
-    """The backend a run's chunk is compiled with: for one run (not an ensemble's) of a model of at
-    most :data:`~conserve.compilation.KERNEL_UNKNOWNS` director unknowns compiled "quick" or
-    "optimized", its Newton loop one kernel (:meth:`~conserve.backends.base.StepBackend.as_kernels`;
-    "Loops as kernels" in :mod:`conserve.compilation`); otherwise ``backend`` itself."""
-    if (batch is None and mode in ("quick", "optimized") and director_unknowns(model) <= KERNEL_UNKNOWNS
-            and loops_as_kernels()):
-        return backend.as_kernels()
-    return backend
+def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBackend, str]:
+    """(backend, XLA options' mode) a run's chunk is compiled with: its Newton loop one kernel
+    (:meth:`~conserve.backends.base.StepBackend.as_kernels`, "Loops as kernels" in
+    :mod:`conserve.compilation`) for one run (not an ensemble's) whose dense Newton matrix has at
+    most :data:`~conserve.compilation.KERNEL_SIZE` unknowns, compiled "optimized", or "quick" with
+    at most :data:`~conserve.compilation.KERNEL_UNKNOWNS` director unknowns (whose compilation
+    grows less) — both with "quick"'s options, whose classic emitters alone make the loop one
+    kernel; otherwise ``(backend, mode)``."""
+    small = isinstance(getattr(backend, "linear", None), Dense) and backend.unknowns(model) <= KERNEL_SIZE
+    if (batch is None and small and loops_as_kernels()
+            and (mode == "optimized" or (mode == "quick" and director_unknowns(model) <= KERNEL_UNKNOWNS))):
+        return backend.as_kernels(), "quick"
+    return backend, mode
 
 
 def compile_chunks(backend, length, args, batch=None, mode="quick"):
     """AOT-compile the chunk runner for these argument shapes once, XLA's code generation by
-    ``mode`` ("unoptimized", "quick" or "optimized", :mod:`conserve.compilation`; small models'
-    Newton loops as kernels, :func:`kernel_backend`); returns (fn, seconds)."""
-    backend = kernel_backend(backend, args[0], mode, batch)
+    ``mode`` ("unoptimized", "quick" or "optimized", :mod:`conserve.compilation`; small Newton loops
+    as kernels, :func:`kernel_code`); returns (fn, seconds)."""
+    backend, options = kernel_code(backend, args[0], mode, batch)
     leaves, treedef = jax.tree.flatten(args)
     # the leaves' avals (jnp.result_type would cost ~10 µs per leaf and call)
     key = (backend, length, treedef, tuple((np.shape(x), np.dtype(x.dtype) if hasattr(x, "dtype") else
@@ -146,7 +151,7 @@ def compile_chunks(backend, length, args, batch=None, mode="quick"):
         _compiled.move_to_end(key)
         return _compiled[key], 0.0
     tic = time.perf_counter()
-    fn = _chunk_fn(backend, length, batch).lower(*args).compile(compiler_options(mode))
+    fn = _chunk_fn(backend, length, batch).lower(*args).compile(compiler_options(options))
     _compiled[key] = fn
     while len(_compiled) > MAX_COMPILED:
         _compiled.popitem(last=False)
@@ -613,8 +618,10 @@ def piece(out: StepOutput, done, diag):
             "step_dissipation": record.dissipation, "step_substeps": record.substeps}
 
 
-def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, compile_time, run_time):
-    """(Solution of the n steps in ``pieces``, the ConvergenceError of a failed run or None)."""
+def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, compile_time, run_time, warn=True):
+    """(Solution of the n steps in ``pieces``, the ConvergenceError of a failed run or None);
+    ``warn``: the ConstraintWarning of rows left that were dropped as redundant (an ensemble
+    gives one for all its members)."""
     model, layout = assembly.model, assembly.layout
     t0, dt = settings["t0"], settings["dt"]
     join = lambda key: np.concatenate([p[key] for p in pieces if key in p])  # noqa: E731
@@ -644,7 +651,8 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
     solution = Solution.deferred(multipliers, t=t, q=q, v=v, s=s, p=p, theta=theta, newton_iterations=iters,
                                  work=work, dissipation=dissipation, substeps=substeps,
                                  layout=layout_record(layout), diagnostics=diag, stats=stats, assembly=assembly)
-    warn_violated_redundant_rows(layout, diag.get("constraint_residual"), t)
+    if warn:
+        warn_violated_redundant_rows(layout, diag.get("constraint_residual"), t)
     if failed:
         history = np.asarray(failure[0])[: int(failure[1])]
         return solution, convergence_error(n, t0 + n * dt, dt, Newton(*settings["newton"]), history, solution, settings)
@@ -656,24 +664,29 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
 LEFT_CONSTRAINT = 1e3 * POSITION_TOL
 
 
-def warn_violated_redundant_rows(layout, residual, t):
-    """Warn (:class:`~conserve.errors.ConstraintWarning`) when the constraints of a run whose
-    assembly dropped rows as redundant are violated: rows dependent on the others only at the
-    initial configuration (a singular pose) are left by the motion, since the step does not solve
-    them. ``residual`` (N+1,) max |g| of every row at the nodes' times ``t``."""
+def warn_violated_redundant_rows(layout, residual, t, who="simulate"):
+    """Warn (:class:`~conserve.errors.ConstraintWarning`, ``who`` its prefix) when the constraints of
+    a run whose assembly dropped rows as redundant are violated (:func:`left_redundant_rows`)."""
+    message = left_redundant_rows(layout, residual, t)
+    if message:
+        warnings.warn(f"{who}: {message}", ConstraintWarning, stacklevel=4)
+
+
+def left_redundant_rows(layout, residual, t):
+    """What a run whose assembly dropped rows as redundant did to them, or None: rows dependent on
+    the others only at the initial configuration (a singular pose) are left by the motion, since
+    the step does not solve them. ``residual`` (N+1,) max |g| of every row at the nodes' times ``t``."""
     if not layout.dropped_rows or residual is None or not len(residual):
-        return
+        return None
     worst = int(np.nanargmax(residual)) if np.any(np.isfinite(residual)) else 0
     if not residual[worst] > LEFT_CONSTRAINT:
-        return
+        return None
     rows = ", ".join(f"'{layout.constraint_rows[i][0]}' ({layout.constraint_rows[i][1]})" for i in layout.dropped_rows)
-    warnings.warn(
-        f"simulate: the constraints are violated by up to {residual[worst]:.3g} (max |g|, at t = {t[worst]:.6g} s), "
-        f"which the rows dropped at assembly as redundant explain: {rows}. They depended on the others only at the "
-        "initial configuration (a singular pose: a mechanism at a dead centre, constraints aligned), so the step "
-        "does not solve them and the motion left them. Start from a configuration where the constraints are "
-        "independent, or remove the constraint that is redundant there (assemble(redundant='raise') lists them).",
-        ConstraintWarning, stacklevel=4)
+    return (f"the constraints are violated by up to {residual[worst]:.3g} (max |g|, at t = {t[worst]:.6g} s), "
+            f"which the rows dropped at assembly as redundant explain: {rows}. They depended on the others only at "
+            "the initial configuration (a singular pose: a mechanism at a dead centre, constraints aligned), so the "
+            "step does not solve them and the motion left them. Start from a configuration where the constraints are "
+            "independent, or remove the constraint that is redundant there (assemble(redundant='raise') lists them).")
 
 
 def _simulate_reference(backend: ReferenceBackend, assembly, t0, t_end, dt, progress=None, chunk=CHUNK):

@@ -107,17 +107,18 @@ def test_options_this_xla_does_not_know_are_dropped(monkeypatch):
 
 def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeypatch):
     """Importing conserve (here before jax computed anything) raises XLA's size of loops compiled as
-    one kernel; a run of a small model compiled quick or optimized then solves by the LU in XLA
-    operations, and its whole loop of steps is one kernel (XLA marks it ``xla_cpu_small_call``).
-    Unoptimized runs, ensembles and models over KERNEL_UNKNOWNS keep LAPACK's LU. (That the steps
-    agree with LAPACK's to round-off: test_the_code_generations_take_the_same_steps.)"""
+    one kernel; a run whose dense Newton matrix is small then solves by the LU in XLA operations,
+    and its whole loop of steps is one kernel (XLA marks it ``xla_cpu_small_call``): compiled
+    "quick" if the model is small too, "optimized" whatever its size (both with quick's options).
+    Unoptimized runs, ensembles and larger matrices keep LAPACK's LU. (That the steps agree with
+    LAPACK's to round-off: test_the_code_generations_take_the_same_steps.)"""
     import numpy as np
 
     import conserve as cs
     from conserve.backends import Director, Reduced
     from conserve.backends.director import unknowns
-    from conserve.compilation import KERNEL_UNKNOWNS, loops_as_kernels
-    from conserve.simulate import compile_chunks, kernel_backend
+    from conserve.compilation import KERNEL_SIZE, KERNEL_UNKNOWNS, loops_as_kernels
+    from conserve.simulate import compile_chunks, kernel_code
 
     assert loops_as_kernels()
     assembly = cs.problems.heavy_top().assemble()
@@ -125,13 +126,18 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     for backend in (Director().prepare(model, state), Reduced().prepare(model, state)):
         assert not backend.linear.kernel
         for mode in ("quick", "optimized"):
-            assert kernel_backend(backend, model, mode).linear.kernel
-        assert kernel_backend(backend, model, "unoptimized") is backend
-        assert kernel_backend(backend, model, "quick", batch=[0]) is backend  # an ensemble's
+            code, options = kernel_code(backend, model, mode)
+            assert code.linear.kernel and options == "quick"
+        assert kernel_code(backend, model, "unoptimized") == (backend, "unoptimized")
+        assert kernel_code(backend, model, "quick", batch=[0]) == (backend, "quick")  # an ensemble's
     backend = Director().prepare(model, state)
-    assert unknowns(model) == 21 <= KERNEL_UNKNOWNS
-    monkeypatch.setattr(sys.modules["conserve.simulate"], "KERNEL_UNKNOWNS", 20)  # the top as a model over the bound
-    assert kernel_backend(backend, model, "quick") is backend
+    assert unknowns(model) == 21 <= min(KERNEL_UNKNOWNS, KERNEL_SIZE)
+    module = sys.modules["conserve.simulate"]
+    monkeypatch.setattr(module, "KERNEL_UNKNOWNS", 20)  # the top as a model over the bound of quick runs
+    assert kernel_code(backend, model, "quick") == (backend, "quick")
+    assert kernel_code(backend, model, "optimized")[0].linear.kernel
+    monkeypatch.setattr(module, "KERNEL_SIZE", 20)  # and as a matrix over the bound of both
+    assert kernel_code(backend, model, "optimized") == (backend, "optimized")
     monkeypatch.undo()
     args = (model, backend.init(model, state), np.int32(0), np.int32(8), np.float64(0.0), np.float64(1e-3))
     run, _ = compile_chunks(backend, 8, args, mode="quick")
@@ -144,11 +150,11 @@ def test_jax_used_before_conserve_keeps_lapacks_lu():
     XLA runs kernel by kernel — slower, not different."""
     code = ("import jax; jax.numpy.ones(2).block_until_ready()\n"
             "import conserve as cs\n"
-            "from conserve.simulate import kernel_backend\n"
+            "from conserve.simulate import kernel_code\n"
             "from conserve.backends import Director\n"
             "a = cs.problems.heavy_top().assemble()\n"
             "b = Director().prepare(a.model, a.initial_state)\n"
-            "print(cs.compilation.loops_as_kernels(), kernel_backend(b, a.model, 'quick') is b)\n")
+            "print(cs.compilation.loops_as_kernels(), kernel_code(b, a.model, 'quick')[0] is b)\n")
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=True)
     assert out.stdout.split() == ["False", "True"]

@@ -71,6 +71,12 @@ def test_a_drive_is_checked_at_the_runs_start():
     assert np.max(np.abs(sol.joint("hinge").angle - 0.5 * np.sin(2.0 * (sol.t - 1.0)))) <= 1e-12
     with pytest.raises(InconsistentInitialState, match="'servo': at t0 = 0 s its joint's coordinate differs"):
         cs.simulate(shifted, 0.1, 1e-2)
+    # an ensemble checks its members at its t0 too (before: refused any drive at t0 ≠ 0)
+    members = [shifted.assemble()] * 2
+    for member in cs.simulate_batch(members, 1.2, 1e-2, t0=1.0):
+        assert np.max(np.abs(member.joint("hinge").angle - 0.5 * np.sin(2.0 * (member.t - 1.0)))) <= 1e-12
+    with pytest.raises(InconsistentInitialState, match="member 0: the initial positions violate 'servo'"):
+        cs.simulate_batch(members, 0.1, 1e-2)
 
 
 def test_bad_drives_are_refused_clearly():

@@ -183,3 +183,24 @@ def test_every_members_terms_shape_the_newton_matrix():
     assert np.array_equal(slack_first[1].newton_iterations, stiff_first[0].newton_iterations)
     assert np.max(np.abs(slack_first[1].q - stiff_first[0].q)) <= 1e-13
     assert relative_drift(slack_first[1].energy.total) <= 1e-12
+
+
+def test_members_that_leave_rows_dropped_as_redundant_are_warned_once():
+    """A point mass between two collinear rods (one row dropped as redundant at the start): the
+    members that move leave it, the one at rest does not; one ConstraintWarning for the ensemble
+    names the first such member and how many more."""
+    import warnings
+
+    mass = cs.PointMass("m", mass=1.0, position=(1.0, 0.0, 0.0), velocity=(0.0, 1.0, 0.0))
+    rods = [cs.Distance(cs.ground, mass, points=(anchor, (1.0, 0.0, 0.0)), name=name)
+            for anchor, name in (((0.0, 0.0, 0.0), "rod1"), ((2.0, 0.0, 0.0), "rod2"))]
+    assembly = cs.System([mass, *rods]).assemble()
+    s = assembly.initial_state
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        states = [s._replace(v=0 * s.v), s, s._replace(v=0.5 * s.v)]
+        ensemble = cs.simulate_batch(assembly, 0.5, 1e-2, initial_states=states)
+    left = [w for w in caught if w.category is cs.ConstraintWarning]
+    assert len(left) == 1 and str(left[0].message).startswith("simulate_batch: member 1 (and 1 more of 3):")
+    assert "'rod2'" in str(left[0].message)
+    assert np.max(ensemble[0].constraint_residual) <= 1e-12 < 0.1 <= np.max(ensemble[1].constraint_residual)

@@ -32,8 +32,9 @@ def test_flat_plate_is_allowed():
     body("lamina", inertia=(1.0, 2.0, 3.0))
 
 
-@pytest.mark.parametrize("mass", [0.0, -1.0, np.inf, np.nan])
+@pytest.mark.parametrize("mass", [0.0, -1.0, np.inf, np.nan, "1", True])
 def test_non_positive_mass(mass):
+    """Not a positive finite number (a string or a flag too, which float() would have converted)."""
     with pytest.raises(cs.InvalidMass, match="'hub'"):
         body("hub", mass=mass)
     with pytest.raises(cs.InvalidMass, match="'bob'"):
@@ -235,7 +236,8 @@ def test_laws_that_are_not_finite_are_named():
     plate = cs.RigidBody("plate", mass=1.0, inertia=(1.0, 2.0, 2.5))
     thrust = cs.Force(plate, lambda t, state: jnp.where(t > 0.05, jnp.nan, 1.0) * jnp.array([1.0, 0.0, 0.0]),
                       name="thrust")
-    with pytest.raises(cs.ConvergenceError, match="step 5 .*not finite: the power of 'thrust'") as err:
+    with pytest.raises(cs.ConvergenceError, match="step 5 .*not finite: the power of 'thrust' .*its force or torque is "
+                                             "not finite") as err:
         cs.simulate(cs.System([plate, thrust]), 0.1, 1e-2)
     assert len(err.value.partial_solution) == 6
 

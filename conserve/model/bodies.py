@@ -42,8 +42,8 @@ def _check_name(name):
 def _check_mass(name, mass, allow_zero=False):
     """The mass in kg, positive and finite (≥ 0 with ``allow_zero``: a hybrid rotor whose mass the
     master carries)."""
-    try:
-        m = float(mass)
+    try:  # a number (a numpy scalar, a Parameter), not a string or a flag that float() would convert
+        m = float("nan") if isinstance(mass, (str, bytes, bool, np.bool_)) else float(mass)
     except (TypeError, ValueError):
         m = float("nan")
     if not np.isfinite(m) or m < 0 or (m == 0 and not allow_zero):
