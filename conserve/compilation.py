@@ -45,14 +45,16 @@ already is left as it is; :func:`loops_as_kernels` tells whether it holds). A ru
 most :data:`KERNEL_SIZE` unknowns then solves it with an LU in XLA operations instead of LAPACK's
 (a library call, which no kernel can hold; :meth:`~conserve.backends.base.StepBackend.as_kernels`),
 the same steps to round-off, and its whole loop of steps becomes one kernel — compiled
-"optimized" always, "quick" for models of at most :data:`KERNEL_UNKNOWNS` director unknowns
-(larger ones' one-kernel loops take LLVM about twice as long to compile), and in both cases with
-"quick"'s options, whose classic emitters alone make the loop one kernel (``sol.stats["compile"]``
-still names the mode asked for). Measured, pinned, µs per step with LAPACK's LU → as one kernel
-(compilation in s): "quick": heavy top director 37 → 11 (1.96 → 2.10), reduced 39 → 13
-(3.2 → 4.4); P8 aircraft 37 → 12 (1.3 → 1.4); P6 52 → 24 (2.8 → 4.1), reduced 44 → 16
-(3.7 → 5.5); P3a with hybrid wheels 55 → 34 (2.1 → 2.8), reduced 60 → 29 (3.7 → 5.5).
-"optimized": heavy top director 29 → 12 (3.3 → 2.2), reduced 28 → 13 (4.9 → 4.1); reduced
+"optimized" always, "quick" with the director backend on models of at most
+:data:`KERNEL_UNKNOWNS` unknowns (larger models' and the reduced step's one-kernel loops take
+LLVM up to twice as long to compile: worth it for the long runs "optimized" is for, not for the
+runs of 10⁵ unknown-steps that "auto" compiles quick), in both cases with "quick"'s options,
+whose classic emitters alone make the loop one kernel (``sol.stats["compile"]`` still names the
+mode asked for). Measured, pinned, µs per step with LAPACK's LU → as one kernel (compilation in
+s): "quick" director: heavy top 37 → 11 (1.96 → 2.10), P8 aircraft 37 → 12 (1.3 → 1.4), P6
+52 → 24 (2.9 → 4.0), P3a with hybrid wheels 55 → 34 (2.5 → 2.7); (the reduced step would gain as
+much, heavy top 39 → 13 µs, P3a 60 → 29, at 3.5 → 4.3 s and 4.3 → 5.7 s). "optimized": heavy top
+director 29 → 12 (3.7 → 2.2), reduced 28 → 13 (5.5 → 4.3); reduced
 P5 crane (hybrid winch) 112 → 43 (10.2 → 12.8), P8 wind turbine 111 → 60 (7.4 → 9.2), P8
 rotorcraft 104 → 63 (7.2 → 8.1), double pendulum 51 → 22 (6.4 → 6.6). Larger matrices keep
 LAPACK's LU (by masked updates a director matrix of 62 unknowns factorises slower: 103 → 160 µs
@@ -119,13 +121,14 @@ LOOP_KERNEL_OPTION = "xla_cpu_small_while_loop_byte_threshold"
 LOOP_KERNEL_BYTES = 10**9
 
 #: runs whose dense Newton matrix has at most this many unknowns may solve by an LU in XLA
-#: operations, their loops one kernel (larger ones factorise faster with LAPACK: a director matrix
-#: of 62 unknowns 103 → 160 µs per step, of 44 88 → 68)
+#: operations, their loops one kernel (O(n³) masked updates: a director matrix of 44 unknowns still
+#: gains, 88 → 68 µs per step, one of 62 loses, 103 → 160; LAPACK's blocked LU wins beyond)
 KERNEL_SIZE = 32
 
-#: ... and, compiled "quick", have at most this many director unknowns (the heavy top 21, the P3a
-#: and P4 spacecraft with hybrid wheels 24): larger models' one-kernel loops take LLVM about
-#: twice as long to compile, which "optimized" runs accept (see "Loops as kernels" above)
+#: ... and, compiled "quick", run the director backend on at most this many unknowns (the heavy
+#: top 21, the P3a and P4 spacecraft with hybrid wheels 24): larger models' and the reduced step's
+#: one-kernel loops take LLVM up to twice as long to compile, which "optimized" runs accept (see
+#: "Loops as kernels" above)
 KERNEL_UNKNOWNS = 24
 
 

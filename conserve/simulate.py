@@ -127,12 +127,13 @@ def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBack
     (:meth:`~conserve.backends.base.StepBackend.as_kernels`, "Loops as kernels" in
     :mod:`conserve.compilation`) for one run (not an ensemble's) whose dense Newton matrix has at
     most :data:`~conserve.compilation.KERNEL_SIZE` unknowns, compiled "optimized", or "quick" with
-    at most :data:`~conserve.compilation.KERNEL_UNKNOWNS` director unknowns (whose compilation
-    grows less) — both with "quick"'s options, whose classic emitters alone make the loop one
-    kernel; otherwise ``(backend, mode)``."""
+    the director backend and at most :data:`~conserve.compilation.KERNEL_UNKNOWNS` unknowns (where
+    the one kernel compiles in 0.1–1 s more; a reduced step's, a larger program, in 1–1.5 s more,
+    which long runs, "optimized", repay) — both with "quick"'s options, whose classic emitters
+    alone make the loop one kernel; otherwise ``(backend, mode)``."""
     small = isinstance(getattr(backend, "linear", None), Dense) and backend.unknowns(model) <= KERNEL_SIZE
-    if (batch is None and small and loops_as_kernels()
-            and (mode == "optimized" or (mode == "quick" and director_unknowns(model) <= KERNEL_UNKNOWNS))):
+    quick = mode == "quick" and backend.name == "director" and director_unknowns(model) <= KERNEL_UNKNOWNS
+    if batch is None and small and (mode == "optimized" or quick) and loops_as_kernels():
         return backend.as_kernels(), "quick"
     return backend, mode
 
