@@ -665,12 +665,12 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
 LEFT_CONSTRAINT = 1e3 * POSITION_TOL
 
 
-def warn_violated_redundant_rows(layout, residual, t, who="simulate"):
-    """Warn (:class:`~conserve.errors.ConstraintWarning`, ``who`` its prefix) when the constraints of
-    a run whose assembly dropped rows as redundant are violated (:func:`left_redundant_rows`)."""
+def warn_violated_redundant_rows(layout, residual, t):
+    """Warn (:class:`~conserve.errors.ConstraintWarning`) when the constraints of a run whose
+    assembly dropped rows as redundant are violated (:func:`left_redundant_rows`)."""
     message = left_redundant_rows(layout, residual, t)
     if message:
-        warnings.warn(f"{who}: {message}", ConstraintWarning, stacklevel=4)
+        warnings.warn(f"simulate: {message}", ConstraintWarning, stacklevel=4)
 
 
 def left_redundant_rows(layout, residual, t):
