@@ -28,7 +28,6 @@ from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBacken
 from .backends.base import Wrapper
 from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
-from .discrete.linear import Dense
 from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError, is_count
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
@@ -131,10 +130,11 @@ def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBack
     the one kernel compiles in 0.1–1 s more; a reduced step's, a larger program, in 1–1.5 s more,
     which long runs, "optimized", repay) — both with "quick"'s options, whose classic emitters
     alone make the loop one kernel; otherwise ``(backend, mode)``."""
-    small = isinstance(getattr(backend, "linear", None), Dense) and backend.unknowns(model) <= KERNEL_SIZE
     quick = mode == "quick" and backend.name == "director" and director_unknowns(model) <= KERNEL_UNKNOWNS
-    if batch is None and small and (mode == "optimized" or quick) and loops_as_kernels():
-        return backend.as_kernels(), "quick"
+    if batch is None and (mode == "optimized" or quick) and backend.unknowns(model) <= KERNEL_SIZE:
+        kernels = backend.as_kernels()  # itself when its Newton matrix is not a dense one
+        if kernels is not backend and loops_as_kernels():
+            return kernels, "quick"
     return backend, mode
 
 

@@ -457,13 +457,14 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0, drives=True):
     """Raise InconsistentInitialState naming the first element whose constraint rows the initial
     positions (|g| > tol) or velocities (|ġ| > vtol) violate, at time t0 (s), with how to fix it;
     ``drives=False``: not the prescribed motions' rows (checked at the run's t0 by :func:`check_drives_at`)."""
-    for owner, rows in _rows_by_owner(layout, zip(np.abs(g), tol)).items():
-        if not drives and [r for r, _ in rows] == ["drive"]:
-            continue
+    def checked(pairs):  # {owner: rows} to check, without the drives' when they are checked elsewhere
+        return {owner: rows for owner, rows in _rows_by_owner(layout, pairs).items() if drives or not _drive(rows)}
+
+    for owner, rows in checked(zip(np.abs(g), tol)).items():
         if not all(gap <= limit for _, (gap, limit) in rows):  # also catches NaN
             worst = max(gap for _, (gap, _) in rows)
             detail = ", ".join(f"{r}: {gap:.3g}" for r, (gap, limit) in rows if not gap <= limit)
-            if [r for r, _ in rows] == ["drive"]:
+            if _drive(rows):
                 raise InconsistentInitialState(
                     f"'{owner}': at t0 = {t0:g} s its joint's coordinate differs from the drive law's value by "
                     f"{worst:.3g}; pose the joint at law(t0) (cs.set_joints on the system without the drive gives "
@@ -472,12 +473,10 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0, drives=True):
                 f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
                 "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
                 "from which both body points are computed).")
-    for owner, rows in _rows_by_owner(layout, zip(rates, vtol)).items():
-        if not drives and [r for r, _ in rows] == ["drive"]:
-            continue
+    for owner, rows in checked(zip(rates, vtol)).items():
         if not all(abs(rate) <= limit for _, (rate, limit) in rows):
             vals = np.array([rate for _, (rate, _) in rows])
-            if [r for r, _ in rows] == ["drive"]:
+            if _drive(rows):
                 raise InconsistentInitialState(
                     f"'{owner}': at t0 = {t0:g} s its joint's rate differs from the drive law's rate by {vals[0]:.6g} "
                     "(ṡ − law'(t0)); give the parts the velocities the law asks for.")
@@ -486,6 +485,11 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0, drives=True):
                 f"({', '.join(r for r, _ in rows)}) = {np.array2string(vals, precision=6)}; give velocities "
                 "the joint allows, e.g. for a body pinned at point r0 with angular velocity ω the centre of "
                 "mass needs velocity ω × (x_c − r0).")
+
+
+def _drive(rows):
+    """Whether an owner's rows ((row name, values) pairs) are a prescribed motion's single row."""
+    return [r for r, _ in rows] == ["drive"]
 
 
 def check_drives_at(assembly: Assembly, t0):
