@@ -57,7 +57,7 @@ from ..model.parameters import bound
 from . import director, loops
 from .base import Carry, StepBackend, map_steps
 from .director import check_options, linear_solver
-from .null_space import increment_rates, increments, increments_and_inverse, null_space, velocities
+from .null_space import increment_rates, increments, increments_and_inverse, null_space
 
 
 @dataclass(frozen=True)
@@ -164,24 +164,25 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
     cut, loop = (np.asarray(r, np.int64) for r in (tree.cut_rows, tree.loop_rows))
     nc = len(cut)
     split = lambda x: (x[:nd], x[nd:nd + nc], x[nd + nc:nd + nc + nr], x[nd + nc + nr:])  # noqa: E731
-    with_cut = lambda lam_c: jnp.zeros_like(lam).at[cut].set(lam_c)  # noqa: E731
+    source = np.full(lam.shape[0], nc)  # every row's cut multiplier, nc → 0 (a gather, no scatter)
+    source[cut] = np.arange(nc)
+    with_cut = lambda lam_c: jnp.concatenate([lam_c, jnp.zeros(1, lam.dtype)])[source]  # noqa: E731
 
-    def loop_matrix(qa, qb, H2_transpose):  # C̄ (n_l, n_t) between qa and qb
-        G_l = _rows(model, loop, lam, qa, qb, state.theta, state.theta, state.s, state.s)
-        return jax.vmap(H2_transpose, in_axes=1, out_axes=0)(G_l)
+    def loop_matrix(qa, qb, H):  # C̄ = Ḡ_l H2 (n_l, n_t) between qa and qb
+        return _rows(model, loop, lam, qa, qb, state.theta, state.theta, state.s, state.s).T @ H
 
+    H0 = null_space(tree, Q0)
     if len(loop):  # loop coordinates for this step, pivoted at q_n
-        _, at_q0 = jax.vjp(lambda nu: velocities(tree, Q0, nu), jnp.zeros(nd))
-        dependent, independent = loops.partition(loop_matrix(q0, q0, lambda g: at_q0(g)[0]))
+        dependent, independent = loops.partition(loop_matrix(q0, q0, H0))
 
     def residual(x):
         u, lam_c, dp, dtheta = split(x)
         dq = increments(tree, Q0, u)
         r1, r2, r3, r4 = equations(model, state, t, h, dq, with_cut(lam_c), dp, dtheta)
-        _, project = jax.vjp(lambda nu: velocities(tree, model.blocks(q0 + 0.5 * dq), nu), jnp.zeros(nd))
-        r = project(r1)[0]
+        H = null_space(tree, model.blocks(q0 + 0.5 * dq))  # H2(q_{n+½}): n_t products, no transposes
+        r = H.T @ r1
         if len(loop):
-            C = loop_matrix(q0, q0 + dq, lambda g: project(g)[0])
+            C = loop_matrix(q0, q0 + dq, H)
             r = jnp.concatenate([loops.project(C, r, dependent, independent), r2[loop]])
         return jnp.concatenate([r, r2[cut], r3, r4])
 
@@ -192,7 +193,6 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
 
     # predictor: u = h ν_n with ν_n the minimal velocities closest to v_n (a root's free spin
     # then turns by exactly cay(h ω), as the midpoint rule does)
-    H0 = null_space(tree, Q0)
     nu0 = jnp.linalg.solve(H0.T @ H0, H0.T @ state.v)
     rates = model.rotor_relative_rates(q0, state.v, state.p)
     x0 = jnp.concatenate([h * nu0, lam[cut], jnp.zeros(nr), h * rates])
