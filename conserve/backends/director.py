@@ -247,7 +247,8 @@ class Trend(NamedTuple):
         (r1, r2), (w1, w2), (h1, h2) = self
         span = 0.5 * (h1 + h2)
         slope = jnp.where(span != 0, 0.5 * (h + h1) / jnp.where(span != 0, span, 1.0), 0.0)
-        rates = (r1 + slope * (r1 - r2)).at[multipliers].set(r2[multipliers])
+        rates = r1 + slope * (r1 - r2)
+        rates = jnp.concatenate([rates[:multipliers.start], r2[multipliers], rates[multipliers.stop:]])
         return rates, w1 + slope * (w1 - w2)
 
 
@@ -300,7 +301,7 @@ def initial_guess(model, state, lam, h, trend=None):
     if model.rigid_frames.shape[0]:  # a body that turns more than a radian per step: its spin now
         omega = spin_rates(model, state)
         turns = jnp.where(jnp.abs(h) * jnp.linalg.norm(omega, axis=1, keepdims=True) <= 1.0, turns, omega)
-    return (_sizes(h, nq, nc, nr) * rates).at[:nq].set(predictor(model, state, h, rates[:nq], turns))
+    return jnp.concatenate([predictor(model, state, h, rates[:nq], turns), (_sizes(h, nq, nc, nr) * rates)[nq:]])
 
 
 def step(model: Model, state: State, lam, t, h, newton, linear=Dense(), memory=None, trend=None):

@@ -102,7 +102,7 @@ def kernel_lu_factor(J):
         l = jnp.where(free, column / pivot_row[k], 0.0)  # noqa: E741  (the multipliers of column k)
         updated = A - l[:, None] * jnp.where(index > k, pivot_row, 0.0)[None, :]
         A = jnp.where(index[None, :] == k, jnp.where(free[:, None], l[:, None], A), updated)
-        return A, perm.at[k].set(p), free
+        return A, jax.lax.dynamic_update_index_in_dim(perm, p, k, 0), free
 
     A, perm, _ = jax.lax.fori_loop(0, n, eliminate, (J, index, jnp.ones(n, bool)))
     return A[perm], perm

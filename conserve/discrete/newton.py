@@ -222,7 +222,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         x, factors, have, fresh, k, _, history, last_dx, last_rate, x_back, r_back = carry
         r = residual(x)
         r_norm = jnp.max(jnp.abs(r))
-        history = history.at[k].set(r_norm)
+        history = jax.lax.dynamic_update_index_in_dim(history, r_norm, k, 0)  # not a scatter: no loop of its own
         # a chord with earlier factors that did not shrink the residual by CHORD_CONTRACTION is
         # undone (they no longer fit: e.g. a fast spin turned the directors far), and Newton
         # starts from where it was taken; not one below the tolerance (the residual was at its
