@@ -244,12 +244,13 @@ def test_reused_factors_do_not_drift_the_energy():
 @pytest.mark.slow
 def test_default_tree_solve_does_not_drift_the_energy():
     """10⁴ steps of the P8 satellite (a hub and its appendages, the tree solver) with the default
-    backend: no drift beyond round-off. With factors reused across steps (``reuse="auto"``, the
-    default until 2026-11) the accepted chords left errors of one sign and the energy balance
-    drifted 1.2e-10 relative (6.8e-15 with fresh factors)."""
+    backend, which carries the Newton factors across steps turned with the bodies: no drift beyond
+    round-off. With factors carried unturned (and the bound of a solve's own chords) the accepted
+    chords left errors of one sign and the energy balance drifted 1.2e-10 relative (6.8e-15 with
+    fresh factors)."""
     assembly = problems.thompson_examples()["satellite"][0].assemble()
     backend = Director().prepare(assembly.model, cs.initial_state(assembly))
-    assert backend.linear.name == "tree" and backend.reuse is False
+    assert backend.linear.name == "tree" and backend.init(assembly.model, cs.initial_state(assembly)).memory is not None
     sol = cs.simulate(assembly, 10.0, 1e-3, backend=backend)
     assert np.max(np.abs(sol.energy_balance_error)) <= 1e-13 * np.max(np.abs(sol.energy.total))
 
@@ -288,3 +289,31 @@ def test_kernel_lu_pivots_and_solves_as_lapack():
         x = once(kernel_lu_solve)((LU, perm), r)
         assert np.max(np.abs(x - lu_solve((lu, piv), r))) <= 1e-15 * np.linalg.cond(J) * np.max(np.abs(x))
     assert Dense(kernel=True) != Dense() and hash(Dense(kernel=True)) != hash(Dense())  # distinct programs
+
+
+@pytest.mark.parametrize("make", [lambda: problems.HeavyTop().system(), lambda: chain(3)], ids=["top", "chain"])
+def test_the_newton_matrix_turns_with_the_bodies(make):
+    """Objectivity, what carried factors rely on (conserve.discrete.turning): the step's Newton
+    matrix at a configuration turned about the fixed point (the origin) by R, with the unknowns
+    turned alike, is Q J Qᵀ, Q the turn of every body by R (R on each coordinate block and on each
+    point coincidence's rows and multipliers: the joints to the ground and between bodies)."""
+    from scipy.spatial.transform import Rotation
+
+    from conserve.discrete.turning import directors, turn
+    from conserve.model.assembled import State
+
+    assembly = make().assemble()
+    model, state = assembly.model, cs.initial_state(assembly)
+    nq, nc, nr, h = model.n_coordinates, model.n_constraints, model.n_rotors, 1e-3
+    x = np.asarray(initial_guess(model, state, jnp.zeros(nc), h)) + 1e-3 * np.random.default_rng(1).standard_normal(
+        nq + nc + 2 * nr)
+    R = Rotation.from_rotvec([0.3, -0.5, 0.8]).as_matrix()
+    turned = lambda v: (np.asarray(v).reshape(-1, 3) @ R.T).ravel()  # noqa: E731
+    rotated = State(turned(state.q), turned(state.v), state.s, state.p, state.theta, state.q_low)
+    Q = turn(model, rotated.q, directors(model, state.q))
+    assert np.allclose(np.asarray(Q.rotations)[:nq // 3], R, atol=1e-14)  # every coordinate block turns by R
+    jacobian = lambda s, y: jax.jacfwd(lambda z: _residual(model, s, 0.0, h, z, nq, nc, nr))(y)  # noqa: E731
+    J, J_turned = jacobian(state, x), jacobian(rotated, Q.forward(x))
+    QJQt = jax.vmap(Q.forward, in_axes=1, out_axes=1)(jax.vmap(Q.forward)(J))  # Q J Qᵀ: Q on columns and rows
+    assert np.max(np.abs(J_turned - QJQt)) <= 1e-12 * np.max(np.abs(J))
+    assert np.max(np.abs(J_turned - J)) > 1e-3 * np.max(np.abs(J))  # without Q the matrices differ

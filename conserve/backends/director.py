@@ -16,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compilation import jit_quick
-from ..discrete.linear import BlockTree, Dense, block_tree, coloured
+from ..discrete.linear import BlockTree, Coloured, Dense, block_tree, coloured
 from ..discrete.newton import Newton, empty_memory, newton_solve
+from ..discrete.turning import directors, turn
 from ..discrete.scheme import advance, equations, predictor, rotor_weights, spin_rates, turn_rates
 from ..model.assembled import Model, State
 from ..model.parameters import bound
@@ -39,16 +40,22 @@ class Director(StepBackend):
     model, solves densely. All give the same steps to the Newton tolerance.
 
     ``reuse`` carries the Newton matrix's factors from step to step (simplified Newton across
-    steps, :func:`~conserve.discrete.newton.newton_solve`): False (default), True, or "auto" for
-    the tree solver only, where forming and eliminating the matrix dominates a step. It is off by
-    default because a chord with reused factors, although accepted only when its estimated
-    leftover error is below round-off (:data:`~conserve.discrete.newton.CHORD_ERROR`), can leave
-    errors of one sign step after step: measured over 10⁴ steps of Δt = 1e-3 (relative energy
-    balance error, reused / fresh factors) P8 satellite 1.2e-10 / 6.8e-15, P8 rotorcraft 9.6e-12 /
-    1.2e-14, P8 connected joints 7.8e-12 / 1.6e-14, P6 (reuse=True, 2·10³ steps) 6.6e-13 /
-    3.2e-14, 8-link chain 3.6e-14 / 9.6e-16. In exchange it is 2–4× faster on those models
-    (pinned, µs per step, fresh → reused: satellite 109 → 28, rotorcraft 226 → 55, crane 85 → 42):
-    for runs where a drift of that size is acceptable.
+    steps, :func:`~conserve.discrete.newton.newton_solve`), turned with the bodies
+    (:mod:`conserve.discrete.turning`: the factors of the last step's Newton matrix J, made when
+    the bodies' directors were D_old, serve as Q J Qᵀ with each body's rotation D_n D_oldᵀ since;
+    the step equations are objective, so this misses J only by how the motion changed otherwise):
+    "auto" (default) with the tree solver and with the plain dense LU (single bodies), True, or
+    False. "auto" leaves the coloured dense LU (loops, two or three bodies) without: there the
+    bodies turn against each other, a joint's rows can turn with only one of them, and the chords
+    converge slowly (a double pendulum 1.3× and the wind turbine 1.2× slower with reuse, the
+    P5 crane and the connected joints 1.6–2× faster). Chords with carried factors are accepted
+    below :data:`~conserve.discrete.newton.CHORD_ERROR_CARRIED`: measured over 10⁴ steps of
+    Δt = 1e-3 (relative energy balance error, carried / fresh factors) P8 satellite 1.5e-14 /
+    6.9e-15, rotorcraft 7.6e-15 / 1.2e-14, connected joints 4.1e-14 / 1.2e-14, P5 crane
+    2.2e-15 / 1.7e-15, heavy top 2.3e-14 / 2.1e-14; before the factors were turned (with the
+    bound of this solve's chords) the satellite drifted to 1.2e-10 and reuse was off by default.
+    Pinned, µs per step, fresh → carried (same run, quick code, AMD EPYC core): satellite
+    318 → 90, P3a spacecraft 66 → 22, Thompson's pendulum 28 → 15, heavy top 32 → 27.
 
     Newton starts each step from a guess extrapolated from the last two steps
     (:func:`~conserve.backends.director.initial_guess`, carried as a
@@ -57,7 +64,7 @@ class Director(StepBackend):
 
     newton: Newton = field(default_factory=Newton)
     linear: object = "auto"
-    reuse: object = False
+    reuse: object = "auto"
     name = "director"
 
     def __post_init__(self):
@@ -73,9 +80,15 @@ class Director(StepBackend):
         held constant and, when factors are reused, a Newton memory without any."""
         lam = np.zeros(model.n_constraints, state.q.dtype)  # numpy: no jax dispatch (~50 µs) per run
         trend = _trend_start(model, state)
-        if not (self.reuse is True or (self.reuse == "auto" and isinstance(self.linear, BlockTree))):
+        if not self._reuses:
             return Carry(state, lam, None, trend)
-        return Carry(state, lam, empty_memory(jnp.zeros(unknowns(model), state.q.dtype), self._linear), trend)
+        memory = empty_memory(jnp.zeros(unknowns(model), state.q.dtype), self._linear, directors(model, state.q))
+        return Carry(state, lam, memory, trend)
+
+    @property
+    def _reuses(self):
+        """Whether factors are carried across steps (``reuse``: "auto" with any solver but the coloured one)."""
+        return self.reuse is True or (self.reuse == "auto" and not isinstance(self.linear, Coloured))
 
     @property
     def _linear(self):
@@ -338,8 +351,9 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense(), memory=N
     x0 = initial_guess(model, state, lam, h, trend)
     size = blocks((jnp.zeros(nq), model.constraint_magnitudes(q0, state.theta, state.s, t + h), jnp.zeros(nr),
                    jnp.zeros(nr)))
+    bodies_turn = None if memory is None or memory.reference is None else turn(model, q0, memory.reference)
     x, iterations, converged, history, memory = newton_solve(residual, x0, newton, partial(weights, state), size,
-                                                             linear, memory)
+                                                             linear, memory, turn=bodies_turn)
     dq, lam1, dp, dtheta = split(x)
     if trend is not None:
         turns = turn_rates(model, q0, dq, h) if model.rigid_frames.shape[0] else trend.turns[0]

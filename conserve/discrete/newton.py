@@ -92,18 +92,29 @@ CHORD_CONTRACTION = 0.1
 #: 1e-23, where most steps need a Jacobian anyway (167 µs; 148 with fresh factors).
 CHORD_ERROR = 1e-17
 
+#: The bound of ``CHORD_ERROR`` for chords with factors carried from earlier steps, turned with the
+#: bodies (:mod:`conserve.discrete.turning`): their rate estimates are less sure than this solve's,
+#: and at 1e-17 some models still drifted (10⁴ steps of Δt = 1e-3, relative energy balance error,
+#: carried at 1e-17 / 1e-19 / fresh factors: P5 crane 2.5e-13 / 2.2e-15 / 1.7e-15, connected joints
+#: 1.9e-12 / 4.1e-14 / 1.2e-14; the P8 satellite 5.7e-15 / 1.5e-14 / 6.9e-15, 1.2e-10 before
+#: the factors were turned)
+CHORD_ERROR_CARRIED = 1e-19
+
 
 class NewtonMemory(NamedTuple):
     """Factors of the Newton matrix carried from step to step (simplified Newton across steps):
     ``factors`` in the linear solver's storage (:mod:`conserve.discrete.linear`), ``valid``
-    (bool) whether they hold any (False at the start)."""
+    (bool) whether they hold any (False at the start), and the ``reference`` the solver's
+    :class:`~conserve.discrete.turning.Turn` keeps with them (the bodies' directors when they were
+    made; None without one)."""
 
     factors: object
     valid: jax.Array
+    reference: object = None
 
 
 def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), memory=None,
-                 chord_error=CHORD_ERROR):
+                 chord_error=CHORD_ERROR, turn=None):
     """Solve residual(x) = 0 from x0 by Newton's method, the Newton matrix's linear algebra by
     ``linear`` (:mod:`conserve.discrete.linear`: dense LU, or block elimination along a tree).
 
@@ -139,6 +150,9 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
         (constraint rows: their terms at q_n, so a joint 1e7 m from the origin is at round-off
         at ε·1e7 m); the other terms are measured by ``|J| w`` (see :class:`Newton`)
     chord_error : the bound on the error an accepted chord leaves (scaled; ``CHORD_ERROR``)
+    turn : a :class:`~conserve.discrete.turning.Turn` Q, or None: chords with the ``memory``'s
+        factors are then Q J_old⁻¹ Qᵀ (−r), the factors turned with the bodies since they were
+        made, and new factors are kept with its ``reference``
 
     Returns
     -------
@@ -152,11 +166,12 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     n = x0.shape[0]
     residual = traced_once(residual, x0)
     if memory is None or options.implicit:
-        memory = empty_memory(x0, linear)
+        memory, turn = empty_memory(x0, linear), None
     if n == 0:  # nothing to solve (a structure without freedoms, e.g. a body welded to the ground)
         return x0, jnp.int32(0), jnp.bool_(True), jnp.full((n_max,), jnp.nan, dtype=x0.dtype), memory
     if not options.implicit:
-        x, (k, converged, history, memory) = _iterate(residual, x0, options, weights, size, linear, memory, chord_error)
+        x, (k, converged, history, memory) = _iterate(residual, x0, options, weights, size, linear, memory, chord_error,
+                                                      turn)
         return x, k, converged, history, memory
 
     def solve(residual, x0):  # aux as floats: custom_root gives integer aux wrong tangent types
@@ -201,22 +216,28 @@ def run_if(pred, fn, otherwise):
     return jax.lax.while_loop(lambda carry: carry[0], body, (pred, otherwise))[1]
 
 
-def empty_memory(x0, linear=Dense()) -> NewtonMemory:
+def empty_memory(x0, linear=Dense(), reference=None) -> NewtonMemory:
     """A :class:`NewtonMemory` without factors for a system of x0's size (zeros of the solver's factor
-    shapes, ``valid`` False)."""
+    shapes, ``valid`` False), with this ``reference`` for a :class:`~conserve.discrete.turning.Turn`."""
     # the shapes depend only on the solver and n: traced with the identity for the (square)
     # residual, not the model's, whose Jacobian's trace costs as much as the step's (the reduced
     # backend's Lifted solver differentiates the director residual it holds, whatever it is given)
     shapes = jax.eval_shape(lambda x: linear.factorise(linear.jacobian(lambda y: y, x)), x0)
-    return NewtonMemory(jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), jnp.bool_(False))
+    return NewtonMemory(jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), jnp.bool_(False), reference)
 
 
-def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord_error):
+def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord_error, turn=None):
     """The Newton iteration of :func:`newton_solve`: (x, (iterations, converged, history, memory))."""
     n_max = options.max_iterations
 
     def scaled(dx, x_new):  # max_j |δx_j| / w_j
         return jnp.max(jnp.abs(dx) / weights(x_new))
+
+    def chord_solve(factors, r, fresh):  # J⁻¹ r with this solve's factors, Q J_old⁻¹ Qᵀ r with carried ones
+        if turn is None:
+            return linear.solve(factors, r)
+        return jax.lax.cond(fresh, lambda: linear.solve(factors, r),
+                            lambda: turn.forward(linear.solve(factors, turn.backward(r))))
 
     def body(carry):
         x, factors, have, fresh, k, _, history, last_dx, last_rate, x_back, r_back = carry
@@ -231,7 +252,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
                 & ~(r_norm <= CHORD_CONTRACTION * jnp.max(jnp.abs(r_back))))
         x, r, have = jnp.where(back, x_back, x), jnp.where(back, r_back, r), have & ~back
         # the chord correction with the last factors (of this solve, or carried from an earlier one)
-        chord = jax.lax.cond(have, lambda: linear.solve(factors, -r), lambda: jnp.zeros_like(r))
+        chord = jax.lax.cond(have, lambda: chord_solve(factors, -r, fresh), lambda: jnp.zeros_like(r))
         chord_size = scaled(chord, x + chord)
         rate = chord_size / last_dx  # 0 at k = 0; last_rate: the previous chord's (∞ if none or after Newton)
         small = have & (k > 0) & (chord_size <= options.tol)
@@ -246,7 +267,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         # change J); accepting there left errors of one sign (a heavy top with the extrapolated
         # guess at Δt = 2.5e-4: energy drift 2.6e-18 per step, 2.1e-13 over 8·10⁴ steps; 4e-14,
         # no drift, with one more chord)
-        chord_ok = small & (rho < 1.0) & (leftover <= chord_error) & (jnp.isfinite(last_rate) | ~fresh)
+        bound = chord_error if turn is None else jnp.where(fresh, chord_error, CHORD_ERROR_CARRIED)
+        chord_ok = small & (rho < 1.0) & (leftover <= bound) & (jnp.isfinite(last_rate) | ~fresh)
         # a chord correction that contracts fast enough is as good as a Newton one and saves the
         # Jacobian: with this solve's factors, if the next chord will be small enough to accept;
         # with earlier factors, the first chord, and then while they contract by CHORD_CONTRACTION
@@ -280,7 +302,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         return (~converged) & (k < n_max) & jnp.all(jnp.isfinite(x))
 
     history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
-    x, factors, _, _, k, converged, history, *_ = jax.lax.while_loop(
+    x, factors, _, fresh, k, converged, history, *_ = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
                      jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(jnp.inf, x0.dtype), x0, jnp.zeros_like(x0)))
-    return x, (k, converged, history, NewtonMemory(factors, converged))
+    reference = None if turn is None else jnp.where(fresh, turn.reference, memory.reference)
+    return x, (k, converged, history, NewtonMemory(factors, converged, reference))
