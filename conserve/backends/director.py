@@ -44,18 +44,20 @@ class Director(StepBackend):
     (:mod:`conserve.discrete.turning`: the factors of the last step's Newton matrix J, made when
     the bodies' directors were D_old, serve as Q J Qᵀ with each body's rotation D_n D_oldᵀ since;
     the step equations are objective, so this misses J only by how the motion changed otherwise):
-    "auto" (default) with the tree solver and with the plain dense LU (single bodies), True, or
-    False. "auto" leaves the coloured dense LU (loops, two or three bodies) without: there the
+    "auto" (default) with the plain dense LU (single bodies) and with the tree solver of a shallow
+    tree (``REUSE_MAX_LEVELS``: a hub and its appendages; not chains, where a solve costs nearly
+    what a new matrix does), True, or False. "auto" leaves the coloured dense LU (loops, two or
+    three bodies) without: there the
     bodies turn against each other, a joint's rows can turn with only one of them, and the chords
     converge slowly (a double pendulum 1.3× and the wind turbine 1.2× slower with reuse, the
     P5 crane and the connected joints 1.6–2× faster). Chords with carried factors are accepted
     below :data:`~conserve.discrete.newton.CHORD_ERROR_CARRIED`: measured over 10⁴ steps of
     Δt = 1e-3 (relative energy balance error, carried / fresh factors) P8 satellite 1.5e-14 /
-    6.9e-15, rotorcraft 7.6e-15 / 1.2e-14, connected joints 4.1e-14 / 1.2e-14, P5 crane
+    6.9e-15, rotorcraft 9.0e-15 / 1.2e-14, connected joints 4.1e-14 / 1.2e-14, P5 crane
     2.2e-15 / 1.7e-15, heavy top 2.3e-14 / 2.1e-14; before the factors were turned (with the
     bound of this solve's chords) the satellite drifted to 1.2e-10 and reuse was off by default.
-    Pinned, µs per step, fresh → carried (same run, quick code, AMD EPYC core): satellite
-    318 → 90, P3a spacecraft 66 → 22, Thompson's pendulum 28 → 15, heavy top 32 → 27.
+    Pinned, µs per step, fresh → carried (timed in alternation, quick code, AMD EPYC core): P8
+    rotorcraft 386 → 94, satellite 328 → 108, P3a spacecraft 66 → 22, heavy top 20 → 15.
 
     Newton starts each step from a guess extrapolated from the last two steps
     (:func:`~conserve.backends.director.initial_guess`, carried as a
@@ -87,8 +89,13 @@ class Director(StepBackend):
 
     @property
     def _reuses(self):
-        """Whether factors are carried across steps (``reuse``: "auto" with any solver but the coloured one)."""
-        return self.reuse is True or (self.reuse == "auto" and not isinstance(self.linear, Coloured))
+        """Whether factors are carried across steps (``reuse``: "auto" with the plain dense LU and
+        with the tree solver of at most ``REUSE_MAX_LEVELS`` levels)."""
+        if self.reuse != "auto":
+            return self.reuse
+        if isinstance(self.linear, BlockTree):
+            return self.linear.levels.shape[0] <= REUSE_MAX_LEVELS
+        return not isinstance(self.linear, Coloured)
 
     @property
     def _linear(self):
@@ -127,6 +134,15 @@ STRUCTURE_MIN_NODES = 2
 #: connected joints, 3, 92 / 81; P3a with full-body wheels, 4, 172 / 185; 4-link chain 91 / 109;
 #: P8 satellite, 4, 111 / 117; rotorcraft, 6, 233 / 288; 8-link chain 160 / 270)
 TREE_MIN_NODES = 4
+
+
+#: ``reuse="auto"`` carries the tree solver's factors across steps for trees of at most this many
+#: levels (a hub and what hangs from it: the P8 satellite and rotorcraft, P3a with full-body
+#: wheels, 2 levels). In a chain every level is one step of the elimination's sequence, a solve
+#: costs nearly what forming and factorising the matrix costs, and the carried chords' extra
+#: iterations (5 instead of 3) eat the saving (pinned, quick, µs per step fresh → carried: 4-link
+#: chain 187 → 202, 8-link 286 → 354, 16-link 610 → 570, 32-link 1149 → 1586, 64-link 2102 → 1825)
+REUSE_MAX_LEVELS = 3
 
 
 def linear_solver(backend, model: Model, state: State, tree_possible=True):
