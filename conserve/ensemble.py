@@ -122,6 +122,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     if isinstance(backend, ReferenceBackend):
         raise ModelError(f"simulate_batch: backend '{backend.name}' is a reference integrator; an ensemble needs a "
                          "step backend ('director', 'reduced').")
+    backend = backend.for_ensembles()
     first = assemblies[0]
     model, batch, models = _stacked_models(assemblies)
     state = jax.tree.map(lambda *a: jnp.asarray(np.stack(a)), *states)

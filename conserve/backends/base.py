@@ -102,6 +102,11 @@ class StepBackend(ABC):
             return replace(self, linear=replace(linear, kernel=True))
         return self
 
+    def for_ensembles(self) -> StepBackend:
+        """This backend as an ensemble (:func:`conserve.simulate_batch`, vmapped over members)
+        runs it: by default itself."""
+        return self
+
 
 class Wrapper(StepBackend):
     """A step backend built around another, ``inner`` (a dataclass field of the subclass): its
@@ -138,6 +143,9 @@ class Wrapper(StepBackend):
 
     def as_kernels(self) -> StepBackend:
         return replace(self, inner=self.inner.as_kernels())
+
+    def for_ensembles(self) -> StepBackend:
+        return replace(self, inner=self.inner.for_ensembles())
 
 
 class ReferenceBackend(ABC):

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..model.terms import ROUNDOFF
-from .linear import Dense
+from .linear import BlockTree, Dense
 
 
 @dataclass(frozen=True)
@@ -219,11 +221,19 @@ def run_if(pred, fn, otherwise):
 def empty_memory(x0, linear=Dense(), reference=None) -> NewtonMemory:
     """A :class:`NewtonMemory` without factors for a system of x0's size (zeros of the solver's factor
     shapes, ``valid`` False), with this ``reference`` for a :class:`~conserve.discrete.turning.Turn`."""
-    # the shapes depend only on the solver and n: traced with the identity for the (square)
-    # residual, not the model's, whose Jacobian's trace costs as much as the step's (the reduced
-    # backend's Lifted solver differentiates the director residual it holds, whatever it is given)
-    shapes = jax.eval_shape(lambda x: linear.factorise(linear.jacobian(lambda y: y, x)), x0)
-    return NewtonMemory(jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes), jnp.bool_(False), reference)
+    shapes_of = _factor_shapes if isinstance(linear, (Dense, BlockTree)) else _factor_shapes.__wrapped__  # equal by value
+    shapes = shapes_of(linear, x0.shape[0], np.dtype(x0.dtype))
+    return NewtonMemory(jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), shapes), np.bool_(False), reference)
+
+
+@functools.lru_cache(maxsize=64)
+def _factor_shapes(linear, n, dtype):
+    """The shapes of ``linear``'s factors of an (n, n) system, traced once per solver and size (a
+    trace of a run's start cost 9 ms): with the identity for the (square) residual, not the model's,
+    whose Jacobian's trace costs as much as the step's (the reduced backend's Lifted solver
+    differentiates the director residual it holds, whatever it is given)."""
+    x = jax.ShapeDtypeStruct((n,), dtype)
+    return jax.eval_shape(lambda x: linear.factorise(linear.jacobian(lambda y: y, x)), x)
 
 
 def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord_error, turn=None):

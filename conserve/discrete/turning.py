@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -59,7 +60,10 @@ def _rotated(v, rotations, triples):
 
 
 def directors(model, q):
-    """(n_b, 3, 3) each rigid body's directors d1, d2, d3 in rows."""
+    """(n_b, 3, 3) each rigid body's directors d1, d2, d3 in rows (numpy for concrete arrays: a run's
+    start then costs no jax dispatch)."""
+    if not any(isinstance(a, jax.core.Tracer) for a in (q, model.rigid_frames)):
+        return np.asarray(q).reshape(-1, 3)[np.asarray(model.rigid_frames)[:, 1:]]
     return q.reshape(-1, 3)[model.rigid_frames[:, 1:]]
 
 
