@@ -352,7 +352,8 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense(), memory=N
     h : float, step in s
     newton : :class:`conserve.Newton`
     linear : the Newton matrix's linear algebra (:mod:`conserve.discrete.linear`)
-    memory : :class:`~conserve.discrete.newton.NewtonMemory` of the last step (its factors start
+    memory : :class:`~conserve.discrete.newton.NewtonMemory` of the last step (its factors,
+        turned with the bodies since they were made, :mod:`conserve.discrete.turning`, start
         Newton: simplified Newton across steps), or None
     trend : :class:`Trend` of the last steps (Newton's initial guess extrapolates it), or None
 
