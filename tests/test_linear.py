@@ -312,7 +312,7 @@ def test_the_newton_matrix_turns_with_the_bodies(make):
     rotated = State(turned(state.q), turned(state.v), state.s, state.p, state.theta, state.q_low)
     Q = turn(model, rotated.q, directors(model, state.q))
     assert np.allclose(np.asarray(Q.rotations)[:nq // 3], R, atol=1e-14)  # every coordinate block turns by R
-    jacobian = lambda s, y: jax.jacfwd(lambda z: _residual(model, s, 0.0, h, z, nq, nc, nr))(y)  # noqa: E731
+    jacobian = jax.jit(lambda s, y: jax.jacfwd(lambda z: _residual(model, s, 0.0, h, z, nq, nc, nr))(y))
     J, J_turned = jacobian(state, x), jacobian(rotated, Q.forward(x))
     QJQt = jax.vmap(Q.forward, in_axes=1, out_axes=1)(jax.vmap(Q.forward)(J))  # Q J Qᵀ: Q on columns and rows
     assert np.max(np.abs(J_turned - QJQt)) <= 1e-12 * np.max(np.abs(J))
