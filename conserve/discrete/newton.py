@@ -247,8 +247,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
     def chord_solve(factors, r, fresh):  # J⁻¹ r with this solve's factors, Q J_old⁻¹ Qᵀ r with carried ones
         if turn is None:
             return linear.solve(factors, r)
-        return jax.lax.cond(fresh, lambda: linear.solve(factors, r),
-                            lambda: turn.forward(linear.solve(factors, turn.backward(r))))
+        Q = turn.unless(fresh)  # one solve in the code, not one per branch of a cond (compile time)
+        return Q.forward(linear.solve(factors, Q.backward(r)))
 
     def body(carry):
         x, factors, have, fresh, k, _, history, last_dx, last_rate, x_back, r_back = carry

@@ -49,6 +49,10 @@ class Turn(NamedTuple):
         """Qᵀ v (n,)."""
         return _rotated(v, jnp.swapaxes(self.rotations, 1, 2), self.triples)
 
+    def unless(self, flag):
+        """This turn, or the identity where ``flag`` (bool) holds."""
+        return self._replace(rotations=jnp.where(flag, jnp.eye(3, dtype=self.rotations.dtype), self.rotations))
+
 
 def _rotated(v, rotations, triples):
     """v with each triple of entries v[triples[j]] replaced by rotations[j] @ v[triples[j]] (no scatter:
