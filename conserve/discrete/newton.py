@@ -87,8 +87,9 @@ CHORD_CONTRACTION = 0.1
 #: this bound (a 4-link chain with reused factors, 4·10⁴ steps: 1.2e-13 with 1e-17, 1.8e-14 with
 #: 1e-19, 1.5e-15 — no drift — with 1e-21 or without reuse; with 1e-15, 4.7e-12 in 2·10⁴ steps).
 #: With this solve's factors the estimate holds; with factors carried from earlier steps it can
-#: miss the leftover by orders of magnitude (P8 satellite, 10⁴ steps: 1.2e-10), which is why the
-#: director reuses none by default. Measuring the leftover relative to the step's increment
+#: miss the leftover by orders of magnitude (P8 satellite, 10⁴ steps: 1.2e-10, carried unturned;
+#: turned with the bodies and accepted below ``CHORD_ERROR_CARRIED``: 1.5e-14, no drift). Measuring
+#: the leftover relative to the step's increment
 #: instead of the unknowns' scales (the energy error of a step is ~4‖δΔq‖/‖Δq‖ relative) does not
 #: rescue it: satellite 2.6e-11 at 1e-19, 1.3e-12 at 1e-21 (60 µs per step), no drift only at
 #: 1e-23, where most steps need a Jacobian anyway (167 µs; 148 with fresh factors).
@@ -137,9 +138,10 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     Hairer and Wanner, Solving ODEs II, §IV.8) its factors start the iteration: the first
     correction is their chord, later ones too while they contract by ``CHORD_CONTRACTION`` and
     enough iterations remain (a chord that fails to shrink the residual tenfold is undone, unless
-    it was below the tolerance); like every chord it is accepted only below ``CHORD_ERROR``. A
-    fresh Jacobian is formed only when they stop contracting (a 32-link chain: 0.58 → 0.35 ms per
-    step; at the price of an energy drift that can reach 1e-14 relative per step, see
+    it was below the tolerance); such a chord is accepted only below ``CHORD_ERROR_CARRIED``
+    when a ``turn`` is given (the factors turned with the bodies), else below ``CHORD_ERROR``. A
+    fresh Jacobian is formed only when they stop contracting (P8 rotorcraft: 386 → 94 µs per step;
+    unturned, at the price of an energy drift that could reach 1e-14 relative per step, see
     ``CHORD_ERROR``).
 
     Parameters
