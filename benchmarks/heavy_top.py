@@ -11,8 +11,8 @@ its mass, inertia, tip-to-centre length l and initial state (steady precession) 
   conserve/compilation.py, the faster of the two here); the per-step comparison takes the faster at
   each Δt, as the chain benchmark takes both codes' fastest settings. Compile time from the
   first call (once per model structure, the other step sizes reuse it); time per step =
-  ``sol.stats['run_time']`` / steps of a T = 2 s run after compilation, best of ``REPEATS`` × ``ROUNDS`` = 9, in
-  three rounds over all methods (a noisy minute of a shared machine then slows every method alike).
+  ``sol.stats['run_time']`` / steps of a T = 2 s run after compilation, best of ``REPEATS`` × ``ROUNDS`` = 15, in
+  five rounds over all methods (a noisy minute of a shared machine then slows every method alike).
 * Exudyn (optional, ``pip install -e '.[bench]'``): one ObjectRigidBody with an Euler-parameter node
   at the centre of mass, ``CreateSphericalJoint`` to ground at the tip, gravity as the body's load.
   Solvers: generalized-α (spectral radius ρ∞ = 0.8 as in benchmarks/spacecraft.py, where Exudyn's
@@ -20,7 +20,7 @@ its mass, inertia, tip-to-centre length l and initial state (steady precession) 
   TrapezoidalIndex2, the same fixed steps as conserve. Exudyn's default Newton (modified Newton,
   relative tolerance 1e-8), 1 thread, no solution file, no sensors in timed runs, the
   ``exudynCPPfast`` module. Setup = building the model and ``mbs.Assemble``; time per step =
-  the ``mbs.SolveDynamic`` call of a T = 2 s run / steps, best of 9 (a new model each), in rounds with conserve.
+  the ``mbs.SolveDynamic`` call of a T = 2 s run / steps, best of 15 (a new model each), in rounds with conserve.
 * Peer: solve_ivp(DOP853) on the hand-written equations about the fixed tip
   (R' = R Ω̂, J_o Ω' = −Ω × J_o Ω + Rᵀ(l d3 × (−m g e3)), J_o = J_c + m l² (I − e3 e3ᵀ)).
 
@@ -51,7 +51,7 @@ DTS = (2e-3, 1e-3, 5e-4, 2.5e-4)
 T_ACC, T_LONG = 2.0, 20.0
 RHO = 0.8  # generalized-α spectral radius at infinity
 SOLVERS = ("generalized-α", "trapezoidal")
-REPEATS, ROUNDS = 3, 3  # best of REPEATS runs in each of ROUNDS rounds over every method: a shared machine
+REPEATS, ROUNDS = 3, 5  # best of REPEATS runs in each of ROUNDS rounds over every method: a shared machine
 # slows single runs up to 2× for minutes, so each method is timed in every round, not all its runs at once
 
 

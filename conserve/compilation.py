@@ -42,8 +42,9 @@ and below a size in bytes XLA instead compiles as one kernel, control flow inclu
 through the environment variable ``XLA_FLAGS`` — read by XLA once, when jax first computes, so
 conserve must be imported before anything runs on jax (an ``XLA_FLAGS`` that sets the option
 already is left as it is; :func:`loops_as_kernels` tells whether it holds). A run whose dense Newton matrix has at
-most :data:`KERNEL_SIZE` unknowns then solves it with an LU in XLA operations instead of LAPACK's
-(a library call, which no kernel can hold; :meth:`~conserve.backends.base.StepBackend.as_kernels`),
+most :data:`KERNEL_SIZE` unknowns then solves it by Gauss–Jordan in XLA operations instead of
+LAPACK's LU (a library call, which no kernel can hold; :meth:`~conserve.backends.base.StepBackend.as_kernels`,
+:func:`~conserve.discrete.linear.kernel_inverse`),
 the same steps to round-off, and its whole loop of steps becomes one kernel — compiled
 "optimized" always, "quick" with the director backend on models of at most
 :data:`KERNEL_UNKNOWNS` unknowns (larger models' and the reduced step's one-kernel loops take
@@ -58,8 +59,13 @@ director 29 → 12 (3.7 → 2.2), reduced 28 → 13 (5.5 → 4.3); reduced
 P5 crane (hybrid winch) 112 → 43 (10.2 → 12.8), P8 wind turbine 111 → 60 (7.4 → 9.2), P8
 rotorcraft 104 → 63 (7.2 → 8.1), double pendulum 51 → 22 (6.4 → 6.6). Larger matrices keep
 LAPACK's LU (by masked updates a director matrix of 62 unknowns factorises slower: 103 → 160 µs
-per step; double four-bar, 119: 311 → 977), and so do "unoptimized" code (an LU that LLVM does
-not optimise is slower than LAPACK's) and ensembles (the batched LU).
+per step; double four-bar, 119: 311 → 977), and so do "unoptimized" code (an elimination that LLVM
+does not optimise is slower than LAPACK's) and ensembles (the batched LU: a vmapped Gauss–Jordan
+is memory-bound, 1,000 tops' 21 × 21 matrices 12.9 against LAPACK's 4.2 µs per member).
+The Gauss–Jordan inverse replaced an LU in XLA operations (2026-11-28, pinned, AMD EPYC, µs per
+step LU → inverse, "optimized": heavy top 18.0 → 14.1 at Δt = 2e-3, 14.5 → 11.7 at 1e-3; P8
+aircraft 17.3 → 13.7; P3a 28.0 → 25.4): its factorisation costs less (fewer masks) and a solve,
+which the chords of simplified Newton repeat several times per step, is one product.
 
 **Persistent cache.** jax can keep compiled executables on disk, keyed by the program and the
 compiler options, so that another process running the same model structure (the same element
@@ -120,9 +126,10 @@ LOOP_KERNEL_OPTION = "xla_cpu_small_while_loop_byte_threshold"
 #: holding library calls or not)
 LOOP_KERNEL_BYTES = 10**9
 
-#: runs whose dense Newton matrix has at most this many unknowns may solve by an LU in XLA
-#: operations, their loops one kernel (O(n³) masked updates: a director matrix of 44 unknowns still
-#: gains, 88 → 68 µs per step, one of 62 loses, 103 → 160; LAPACK's blocked LU wins beyond)
+#: runs whose dense Newton matrix has at most this many unknowns may solve by Gauss–Jordan in XLA
+#: operations, their loops one kernel (O(n³) masked updates; measured with the LU in XLA operations
+#: it replaced: a director matrix of 44 unknowns still gained, 88 → 68 µs per step, one of 62 lost,
+#: 103 → 160; LAPACK's blocked LU wins beyond)
 KERNEL_SIZE = 32
 
 #: ... and, compiled "quick", run the director backend on at most this many unknowns (the heavy

@@ -269,24 +269,29 @@ def test_factors_that_no_longer_fit_are_dropped():
 
 
 
-def test_kernel_lu_pivots_and_solves_as_lapack():
-    """The LU in XLA operations (Dense(kernel=True): what a small model's run compiled quick solves
-    with, conserve.compilation) takes LAPACK's pivots and gives its factors and solutions to
-    round-off, also where the first pivot is zero and for a 1 × 1 system."""
+def test_kernel_inverse_pivots_and_solves_as_lapack():
+    """The Gauss–Jordan inverse in XLA operations (Dense(kernel=True): what a small model's run
+    compiled quick solves with, conserve.compilation) takes LAPACK's pivots (getrf's row exchanges,
+    applied in turn) and is J's inverse, its solutions LAPACK's to round-off, also where the first
+    pivot is zero and for a 1 × 1 system."""
     from jax.scipy.linalg import lu_factor, lu_solve
 
-    from conserve.discrete.linear import Dense, kernel_lu_factor, kernel_lu_solve
+    from conserve.discrete.linear import Dense, kernel_inverse, kernel_inverse_solve
 
     rng = np.random.default_rng(3)
     for n in (1, 2, 7, 21, 40):
         J = rng.standard_normal((n, n))
         J[0, 0] = 0.0 if n > 1 else 1.5  # row exchanges needed from the first column on
         r = rng.standard_normal(n)
-        (LU, perm), (lu, piv) = once(kernel_lu_factor)(J), lu_factor(J)
-        assert np.max(np.abs(LU - lu)) <= 1e-13 * np.max(np.abs(lu))  # the same pivots, so the same factors
-        L, U = np.tril(LU, -1) + np.eye(n), np.triu(LU)
-        assert np.max(np.abs(J[np.asarray(perm)] - L @ U)) <= 1e-14 * n * np.max(np.abs(J))
-        x = once(kernel_lu_solve)((LU, perm), r)
+        (B, perm), (lu, piv) = once(kernel_inverse)(J), lu_factor(J)
+        order = np.arange(n)
+        for i, p in enumerate(np.asarray(piv)):  # getrf's exchanges as a permutation
+            order[[i, p]] = order[[p, i]]
+        assert np.array_equal(np.asarray(perm), order)  # the same pivots
+        inverse = np.empty((n, n))
+        inverse[:, np.asarray(perm)] = B  # J⁻¹ r = B r[perm]
+        assert np.max(np.abs(inverse @ J - np.eye(n))) <= 1e-15 * n * np.linalg.cond(J)
+        x = once(kernel_inverse_solve)((B, perm), r)
         assert np.max(np.abs(x - lu_solve((lu, piv), r))) <= 1e-15 * np.linalg.cond(J) * np.max(np.abs(x))
     assert Dense(kernel=True) != Dense() and hash(Dense(kernel=True)) != hash(Dense())  # distinct programs
 

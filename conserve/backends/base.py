@@ -93,9 +93,10 @@ class StepBackend(ABC):
         return multipliers
 
     def as_kernels(self) -> StepBackend:
-        """This backend with its Newton loop free of library calls — a dense LU (its ``linear``
-        a :class:`~conserve.discrete.linear.Dense` or Coloured solver) in XLA operations
-        (``kernel=True``) instead of LAPACK's —, so that XLA compiles the loop as one kernel
+        """This backend with its Newton loop free of library calls — its dense Newton matrix (its
+        ``linear`` a :class:`~conserve.discrete.linear.Dense` or Coloured solver) solved by
+        Gauss–Jordan in XLA operations (``kernel=True``) instead of LAPACK's LU —, so that XLA
+        compiles the loop as one kernel
         (:mod:`conserve.compilation`); the same steps to round-off. Otherwise itself."""
         linear = getattr(self, "linear", None)
         if isinstance(linear, Dense) and not linear.kernel:
