@@ -127,10 +127,12 @@ LOOP_KERNEL_OPTION = "xla_cpu_small_while_loop_byte_threshold"
 LOOP_KERNEL_BYTES = 10**9
 
 #: runs whose dense Newton matrix has at most this many unknowns may solve by Gauss–Jordan in XLA
-#: operations, their loops one kernel (O(n³) masked updates; measured with the LU in XLA operations
-#: it replaced: a director matrix of 44 unknowns still gained, 88 → 68 µs per step, one of 62 lost,
-#: 103 → 160; LAPACK's blocked LU wins beyond)
-KERNEL_SIZE = 32
+#: operations, their loops one kernel (O(n³) masked updates; LAPACK's blocked LU wins beyond).
+#: Pinned, "optimized", µs per step LAPACK → Gauss–Jordan kernel (compilation in s), AMD EPYC
+#: 2026-11-28: double pendulum, 44 unknowns, 99–108 → 74–76 (6.7–8.2 → 6.4–8.5); P5 crane, 53,
+#: 188–198 → 142–145 (15.5 → 19.1); connected joints, 62, 163 → 189 (so 56, not 64; it was 32
+#: with the LU in XLA operations before, which lost at 62 unknowns, 103 → 160)
+KERNEL_SIZE = 56
 
 #: ... and, compiled "quick", run the director backend on at most this many unknowns (the heavy
 #: top 21, the P3a and P4 spacecraft with hybrid wheels 24): larger models' and the reduced step's

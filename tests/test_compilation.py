@@ -107,7 +107,7 @@ def test_options_this_xla_does_not_know_are_dropped(monkeypatch):
 
 def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeypatch):
     """Importing conserve (here before jax computed anything) raises XLA's size of loops compiled as
-    one kernel; a run whose dense Newton matrix is small then solves by the LU in XLA operations,
+    one kernel; a run whose dense Newton matrix is small then solves by Gauss–Jordan in XLA operations,
     and its whole loop of steps is one kernel (XLA marks it ``xla_cpu_small_call``): compiled
     "optimized" whatever the model's size, "quick" with the director backend on a small model
     (both with quick's options).
