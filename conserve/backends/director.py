@@ -84,7 +84,7 @@ class Director(StepBackend):
         trend = _trend_start(model, state)
         if not self._reuses:
             return Carry(state, lam, None, trend)
-        memory = empty_memory(jnp.zeros(unknowns(model), state.q.dtype), self._linear, directors(model, state.q))
+        memory = empty_memory(np.zeros(unknowns(model), state.q.dtype), self._linear, directors(model, state.q))
         return Carry(state, lam, memory, trend)
 
     def for_ensembles(self) -> Director:

@@ -110,7 +110,7 @@ class Reduced(StepBackend):
         if not (self._structured and self.reuse in ("auto", True)):
             return Carry(state, lam)
         linear = _structured_form(model, state, jnp.zeros((), state.q.dtype), 1.0, self.linear)[3]
-        return Carry(state, lam, empty_memory(jnp.zeros(self.unknowns(model), state.q.dtype), linear))
+        return Carry(state, lam, empty_memory(np.zeros(self.unknowns(model), state.q.dtype), linear))
 
     def step(self, model: Model, carry: Carry, t, h):
         if self._structured:
