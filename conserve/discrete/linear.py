@@ -88,11 +88,12 @@ def kernel_inverse(J):
     ``fori_loop`` of exchange steps that moves no rows: column k's pivot is the largest entry among
     the rows not yet pivoted — the entry of the Schur complement LU's partial pivoting picks, so
     the same pivots as LAPACK's ``getrf`` — and one masked rank-one update of the whole matrix
-    exchanges unknown k for equation p (Householder 1964, §5.1, the "sweep"): after n of them the
-    table is J⁻¹ with rows in pivot order and columns taken by the pivot rows. O(n³), meant for
-    n ≲ 30: fewer masks than a row-free LU (21 × 21 in one kernel: 3.1 against 4.7 µs), and a
-    solve is then one product instead of two substitution loops (0.18 against 0.60 µs), which
-    the chords of simplified Newton, several per step, repeat.
+    exchanges unknown k for equation p (Gauss–Jordan's exchange step, in statistics the "sweep"
+    operator): after n of them the table is J⁻¹ with rows in pivot order and columns taken by the
+    pivot rows. O(n³), meant for n ≲ 50 (:data:`~conserve.compilation.KERNEL_SIZE`): fewer masks
+    than a row-free LU (21 × 21 in one kernel: 3.1 against 4.7 µs), and a solve is then one
+    product instead of two substitution loops (0.18 against 0.60 µs), which the chords of
+    simplified Newton, several per step, repeat.
     Returns (B (n, n), perm (n,) int32) with J⁻¹ r = B r[perm] (:func:`kernel_inverse_solve`)."""
     n = J.shape[-1]
     index = jnp.arange(n, dtype=jnp.int32)
