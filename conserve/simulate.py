@@ -268,7 +268,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
                 **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
     carry = backend.init(assembly.model, assembly.initial_state)
-    first = first_piece(assembly.model, carry.state, t0)
+    first = first_piece(assembly.model, carry.state, t0, settings["compile"])
     refuse_non_finite_energy(assembly, first, t0)
     ckpt = None
     if checkpoint is not None:
@@ -575,7 +575,7 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
             out = jax.tree.map(np.asarray, out)
             taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
             diag = diagnostics(model, jax.tree.map(lambda a: a[:taken], out.node),
-                               t0 + dt * np.arange(n + 1, n + 1 + taken))
+                               t0 + dt * np.arange(n + 1, n + 1 + taken), settings["compile"])
             pieces.append(piece(out, int(n_new) - n, diag))
             done, n, failed = int(n_new) - n, int(n_new), bool(failed)
             if ckpt is not None and done:
@@ -600,11 +600,12 @@ def check_progress(progress, who="simulate"):
                          f"None; got {progress!r} (a text bar: conserve.progress.ProgressBar('label')).")
 
 
-def first_piece(model: Model, state: State, t0):
-    """The node at t0 as a piece: its node_* and diag_* arrays (leading axis 1)."""
+def first_piece(model: Model, state: State, t0, mode="unoptimized"):
+    """The node at t0 as a piece: its node_* and diag_* arrays (leading axis 1), the diagnostics
+    evaluated as those of a run compiled ``mode`` (:func:`conserve.solution.diagnostics`)."""
     node = jax.tree.map(lambda a: np.asarray(a)[None], state)
     return {**{f"node_{k}": getattr(node, k) for k in NODE_FIELDS},
-            **{f"diag_{k}": a for k, a in diagnostics(model, node, [t0]).items()}}
+            **{f"diag_{k}": a for k, a in diagnostics(model, node, [t0], mode).items()}}
 
 
 def piece(out: StepOutput, done, diag):

@@ -44,17 +44,29 @@ def node_diagnostics(model: Model, state: State, t=0.0):
             "rotor_rate": model.rotor_relative_rates(state.q, state.v, state.p)}
 
 
-@jit_quick(mode="unoptimized")
 def _nodes_diagnostics(model: Model, nodes: State, t):
     return jax.vmap(node_diagnostics, in_axes=(None, 0, 0))(model, nodes, t)
 
 
-def diagnostics(model: Model, nodes: State, t) -> dict:
+#: How :func:`diagnostics` evaluates nodes, by the code generation of the run that made them: in
+#: blocks of (nodes, XLA code). Runs compiled "unoptimized" (short ones) take short blocks of
+#: unoptimized code, whose compilation is cheapest and which pad a run's first node and a short run
+#: little; runs compiled for speed take a chunk's worth (:data:`conserve.simulate.CHUNK`) of quick code
+#: (pinned, AMD EPYC, µs per node 128 unoptimized → 1024 quick: heavy top 1.44 → 0.21, P5 crane
+#: 3.85 → 0.60, so the heavy top's run of Δt = 2e-3 costs 2 µs per step less; compilation
+#: 0.16 → 0.25 s and 0.41 → 0.53 s, once per model structure).
+DIAGNOSTIC_BLOCKS = {"unoptimized": (128, jit_quick(_nodes_diagnostics, mode="unoptimized")),
+                     "fast": (1024, jit_quick(_nodes_diagnostics, mode="quick"))}
+
+
+def diagnostics(model: Model, nodes: State, t, mode="unoptimized") -> dict:
     """:func:`node_diagnostics` of many nodes (States stacked along a leading axis of k, at times t
     (k,) in s), as numpy arrays with leading axis k: evaluated after the time loop, vectorised over
     the nodes in blocks (one compilation per model structure), so the compiled step does not carry
-    them."""
-    return map_steps(partial(_nodes_diagnostics, model), nodes, np.asarray(t, np.float64))
+    them. ``mode``: the code generation of the run that made the nodes ("unoptimized", "quick" or
+    "optimized"; :data:`DIAGNOSTIC_BLOCKS`)."""
+    block, fn = DIAGNOSTIC_BLOCKS["unoptimized" if mode == "unoptimized" else "fast"]
+    return map_steps(partial(fn, model), nodes, np.asarray(t, np.float64), block=block)
 
 
 def layout_record(layout):

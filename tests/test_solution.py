@@ -10,7 +10,9 @@ from scipy.spatial.transform import Rotation
 import conserve as cs
 from conserve import problems
 from conserve.problems import HeavyTop
+from conserve.model.assembled import State
 from conserve.simulate import MAX_COMPILED, compiled_count
+from conserve.solution import diagnostics
 from conftest import compiles_nothing
 
 
@@ -195,6 +197,20 @@ def test_multipliers_are_the_pivot_force(sol):
     lam_node = 0.5 * (lam[1:] + lam[:-1])
     expected = p.mass * (np.array([0, 0, -p.g]) - accel)
     np.testing.assert_allclose(lam_node, expected, atol=1e-9 * np.max(np.abs(expected)))
+
+
+def test_diagnostics_of_a_fast_run_are_those_of_unoptimized_code():
+    """A run compiled for speed evaluates its nodes' diagnostics in chunk-long blocks of quick code
+    (``conserve.solution.DIAGNOSTIC_BLOCKS``), a short run's in short blocks of unoptimized code:
+    the same quantities to round-off, whatever the number of nodes (1,001 here: padded blocks)."""
+    assembly = HeavyTop().system().assemble()
+    sol = cs.simulate(assembly, 1.0, 1e-3, compile="quick")
+    nodes = State(sol.q, sol.v, sol.s, sol.p, sol.theta, np.zeros_like(sol.q))
+    plain = diagnostics(assembly.model, nodes, sol.t, "unoptimized")
+    assert sol.diagnostics.keys() == plain.keys()
+    for key, value in plain.items():
+        scale = np.max(np.abs(value), initial=1.0)
+        np.testing.assert_allclose(sol.diagnostics[key], value, rtol=0, atol=1e-14 * scale, err_msg=key)
 
 
 def test_same_structure_compiles_once():
