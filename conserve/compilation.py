@@ -42,7 +42,8 @@ and below a size in bytes XLA instead compiles as one kernel, control flow inclu
 through the environment variable ``XLA_FLAGS`` — read by XLA once, when jax first computes, so
 conserve must be imported before anything runs on jax (an ``XLA_FLAGS`` that sets the option
 already is left as it is; :func:`loops_as_kernels` tells whether it holds). A run whose dense Newton matrix has at
-most :data:`KERNEL_SIZE` unknowns then solves it by Gauss–Jordan in XLA operations instead of
+most :data:`KERNEL_SIZE` unknowns (or, with the director's tree solver, whose every diagonal block
+has) then solves it by Gauss–Jordan in XLA operations instead of
 LAPACK's LU (a library call, which no kernel can hold; :meth:`~conserve.backends.base.StepBackend.as_kernels`,
 :func:`~conserve.discrete.linear.kernel_inverse`),
 the same steps to round-off, and its whole loop of steps becomes one kernel — compiled

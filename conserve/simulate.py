@@ -28,6 +28,7 @@ from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBacken
 from .backends.base import Wrapper
 from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
+from .discrete.linear import BlockTree
 from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError, is_count
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
@@ -124,14 +125,17 @@ def model_axes(model, batch):
 def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBackend, str]:
     """(backend, XLA options' mode) a run's chunk is compiled with: its Newton loop one kernel
     (:meth:`~conserve.backends.base.StepBackend.as_kernels`, "Loops as kernels" in
-    :mod:`conserve.compilation`) for one run (not an ensemble's) whose dense Newton matrix has at
-    most :data:`~conserve.compilation.KERNEL_SIZE` unknowns, compiled "optimized", or "quick" with
+    :mod:`conserve.compilation`) for one run (not an ensemble's) whose dense Newton matrix, or
+    whose tree solver's every block, has at most :data:`~conserve.compilation.KERNEL_SIZE`
+    unknowns, compiled "optimized", or "quick" with
     the director backend and at most :data:`~conserve.compilation.KERNEL_UNKNOWNS` unknowns (where
     the one kernel compiles in 0.1–1 s more; a reduced step's, a larger program, in 1–1.5 s more,
     which long runs, "optimized", repay) — both with "quick"'s options, whose classic emitters
     alone make the loop one kernel; otherwise ``(backend, mode)``."""
     quick = mode == "quick" and backend.name == "director" and director_unknowns(model) <= KERNEL_UNKNOWNS
-    if batch is None and (mode == "optimized" or quick) and backend.unknowns(model) <= KERNEL_SIZE:
+    linear = getattr(backend, "linear", None)  # the largest matrix inverted: a tree solver's block, or the whole
+    size = linear.width if isinstance(linear, BlockTree) else backend.unknowns(model)
+    if batch is None and (mode == "optimized" or quick) and size <= KERNEL_SIZE:
         kernels = backend.as_kernels()  # itself when its Newton matrix is not a dense one
         if kernels is not backend and loops_as_kernels():
             return kernels, "quick"

@@ -141,6 +141,15 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     monkeypatch.setattr(module, "KERNEL_SIZE", 20)  # and as a matrix over the bound of both
     assert kernel_code(backend, model, "optimized") == (backend, "optimized")
     monkeypatch.undo()
+    # a chain's tree solver inverts its blocks (21 unknowns) by Gauss–Jordan too, whatever its length
+    bars = [cs.RigidBody(f"b{k}", 1.0, (1.0, 1.0, 0.1), position=(0.0, 0.0, -k)) for k in range(6)]
+    chain = cs.System(bars + [cs.Spherical(([cs.ground] + bars)[k], bars[k], at=(0.0, 0.0, 0.5 - k))
+                              for k in range(6)]).assemble()
+    tree = Director().prepare(chain.model, chain.initial_state)
+    assert tree.linear.name == "tree" and unknowns(chain.model) > KERNEL_SIZE and not tree.linear.kernel
+    code, options = kernel_code(tree, chain.model, "optimized")
+    assert code.linear.kernel and code.linear.name == "tree" and options == "quick"
+    assert kernel_code(tree, chain.model, "quick") == (tree, "quick")  # larger than KERNEL_UNKNOWNS
     args = (model, backend.init(model, state), np.int32(0), np.int32(8), np.float64(0.0), np.float64(1e-3))
     run, _ = compile_chunks(backend, 8, args, mode="quick")
     assert "xla_cpu_small_call" in run.as_text()

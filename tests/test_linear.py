@@ -4,6 +4,7 @@ columns) equal jax.jacfwd's to round-off on every kind of model, the block elimi
 the same equations as a dense LU, models that are not trees (loops) fall back to the coloured
 dense solver, and runs with either solver give the same trajectory."""
 
+import dataclasses
 from functools import partial
 
 import jax
@@ -81,24 +82,25 @@ def test_structured_jacobians_and_solve_equal_the_dense_ones(name):
     n = nq + nc + 2 * nr
     rng = np.random.default_rng(1)
     noise, r, w = 1e-4 * rng.standard_normal(n), rng.standard_normal(n), np.abs(rng.standard_normal(n))
-    J, compressed, assembled, dx, abs_times = (np.asarray(a) if a is not None else None
-                                               for a in _jacobians(model, state, noise, solver, tree, r, w))
+    J, compressed, assembled, dx, dx_kernel, abs_times = (
+        np.asarray(a) if a is not None else None for a in _jacobians(model, state, noise, solver, tree, r, w))
     scale = np.max(np.abs(J))
     np.testing.assert_allclose(compressed, J, rtol=0, atol=1e-13 * scale)
     if tree is None:  # loops and the wind turbine: at most half as many derivatives as unknowns
         assert 2 * solver.n_colours <= n
         return
     np.testing.assert_allclose(assembled, J, rtol=0, atol=1e-13 * scale)
-    backward = np.max(np.abs(J @ dx - r)) / (np.max(np.abs(J) @ np.abs(dx)) + np.max(np.abs(r)))
-    assert backward < 1e-12
+    for x in (dx, dx_kernel):  # LAPACK's inverses of the diagonal blocks, and Gauss–Jordan's (kernel=True)
+        backward = np.max(np.abs(J @ x - r)) / (np.max(np.abs(J) @ np.abs(x)) + np.max(np.abs(r)))
+        assert backward < 1e-12
     np.testing.assert_allclose(abs_times, np.abs(J) @ w, rtol=1e-13, atol=1e-15 * scale)
 
 
 @partial(once, static_argnums=(3, 4))
 def _jacobians(model, state, noise, solver, tree, r, w):
     """At x = the initial guess of a step of 2 ms + noise: jacfwd's J, the coloured solver's J,
-    and with the tree solver its blocks assembled densely, its solution of J δx = r and |J| w
-    (None without a tree); one program per model."""
+    and with the tree solver its blocks assembled densely, its solution of J δx = r with LAPACK's
+    and with Gauss–Jordan's block inverses, and |J| w (None without a tree); one program per model."""
     nq, nc, nr, h = model.n_coordinates, model.n_constraints, model.n_rotors, 2e-3
     x = initial_guess(model, state, jnp.zeros(nc), h) + noise
 
@@ -107,21 +109,27 @@ def _jacobians(model, state, noise, solver, tree, r, w):
 
     J = jax.jacfwd(residual)(x)
     if tree is None:
-        return J, solver.jacobian(residual, x), None, None, None
+        return J, solver.jacobian(residual, x), None, None, None, None
     blocks = tree.jacobian(residual, x)
-    factors = tree.factorise(blocks)
-    return J, solver.jacobian(residual, x), tree.dense(blocks), tree.solve(factors, r), tree.abs_times(blocks, w)
+    kernel = dataclasses.replace(tree, kernel=True)
+    return (J, solver.jacobian(residual, x), tree.dense(blocks), tree.solve(tree.factorise(blocks), r),
+            kernel.solve(kernel.factorise(blocks), r), tree.abs_times(blocks, w))
 
 
 @pytest.mark.parametrize("name", ["chain", "forces"])
 def test_tree_and_dense_runs_agree(name):
-    """The same steps to the Newton tolerance with either solver, with the exact energy balance."""
+    """The same steps to the Newton tolerance with either solver — the tree's blocks inverted by
+    LAPACK or, as a run compiled "optimized" takes them, by Gauss–Jordan (``kernel=True``) —, with
+    the exact energy balance."""
     assembly = MODELS[name]().assemble()
     tree = cs.simulate(assembly, 0.1, 2e-3, backend=Director(linear="tree"))
+    blocks = Director(linear="tree").prepare(assembly.model, assembly.initial_state).linear
+    kernel = cs.simulate(assembly, 0.1, 2e-3, backend=Director(linear=dataclasses.replace(blocks, kernel=True)))
     dense = cs.simulate(assembly, 0.1, 2e-3, backend=Director(linear="dense"))
     scale = np.max(np.abs(dense.q))
     assert np.max(np.abs(tree.q - dense.q)) <= 1e-10 * scale
-    for sol in (tree, dense):
+    assert np.max(np.abs(kernel.q - dense.q)) <= 1e-10 * scale
+    for sol in (tree, kernel, dense):
         assert np.max(np.abs(sol.energy_balance_error)) <= 1e-12 * np.max(np.abs(sol.energy.kinetic))
         assert np.max(sol.constraint_residual) <= 1e-10
 

@@ -94,6 +94,15 @@ class Director(StepBackend):
         83 µs per member-step with them, the loop of single runs 20)."""
         return replace(self, reuse=False) if self.reuse == "auto" else self
 
+    def as_kernels(self) -> Director:
+        """As :meth:`StepBackend.as_kernels`, and with the tree solver's diagonal blocks inverted by
+        Gauss–Jordan in XLA operations (``BlockTree(kernel=True)``): a chain's or tree's Newton loop
+        then compiles as one kernel too (pinned, optimized, µs per step: 8-link chain 295 → 218,
+        32-link 1199 → 951; the blocks' factorisation alone 0.47–0.78 → 0.21–0.35 ms at 32 links)."""
+        if isinstance(self.linear, BlockTree) and not self.linear.kernel:
+            return replace(self, linear=replace(self.linear, kernel=True))
+        return super().as_kernels()
+
     @property
     def _reuses(self):
         """Whether factors are carried across steps (``reuse``: "auto" with the plain dense LU and

@@ -238,6 +238,9 @@ class BlockTree(_Structure):
         unknowns of one colour share no row (:func:`column_colours`)
     reads : (3, N + 1, b, b) bool, the entries of the blocks D, U, L (see :meth:`jacobian`) that may
         be nonzero; the others are read as zero, not from a probe
+    kernel : invert the diagonal blocks by :func:`kernel_inverse` (Gauss–Jordan in XLA operations)
+        instead of LAPACK (a library call), so that the Newton loop holds none and XLA compiles it
+        as one kernel, as :class:`Dense`'s ``kernel``; the same pivots
     """
 
     slots: np.ndarray
@@ -245,12 +248,13 @@ class BlockTree(_Structure):
     levels: np.ndarray
     colour: np.ndarray
     reads: np.ndarray
+    kernel: bool = field(default=False, kw_only=True)
     _key: bytes = field(init=False, repr=False)
 
     name = "tree"
 
     def _arrays(self):
-        return self.slots, self.parent, self.levels, self.colour, self.reads
+        return self.slots, self.parent, self.levels, self.colour, self.reads, np.asarray(self.kernel)
 
     @property
     def width(self):
@@ -282,14 +286,14 @@ class BlockTree(_Structure):
 
     def factorise(self, blocks):
         """The elimination of the blocks, leaves first: (L, inverse, X), per level (n_levels, w, b, b)
-        the inverses of its nodes' diagonal blocks D̃ after their children's elimination and
-        X = D̃⁻¹ U."""
+        the inverses of its nodes' diagonal blocks D̃ after their children's elimination (with
+        ``kernel``: :func:`kernel_inverse`'s (B, perm) each, D̃⁻¹ M = B M[perm]) and X = D̃⁻¹ U."""
         D, U, L = blocks
         up = jnp.asarray(np.append(self.parent, self.n_nodes))
 
         def eliminate(Dm, level):  # the nodes of one level at once: their children are eliminated
-            inverse = jnp.linalg.inv(Dm[level])
-            X = inverse @ U[level]
+            inverse = jax.vmap(kernel_inverse)(Dm[level]) if self.kernel else jnp.linalg.inv(Dm[level])
+            X = _inverse_times(inverse, U[level])
             return Dm.at[up[level]].add(-L[level] @ X), (inverse, X)
 
         _, (inverse, X) = jax.lax.scan(eliminate, D, self.levels)
@@ -304,7 +308,7 @@ class BlockTree(_Structure):
 
         def forward(rb, level_inverse):
             level, inverse_l = level_inverse
-            y = jnp.einsum("lab,lb->la", inverse_l, rb[level])
+            y = _inverse_times(inverse_l, rb[level][:, :, None])[:, :, 0]
             return rb.at[up[level]].add(-jnp.einsum("lab,lb->la", L[level], y)), y
 
         _, Y = jax.lax.scan(forward, rb, (levels, inverse))
@@ -352,6 +356,14 @@ class BlockTree(_Structure):
         J = J.at[s[:-1, :, None], p[:, None, :]].add(U)
         J = J.at[p[:, :, None], s[:-1, None, :]].add(L)
         return J[:n, :n]
+
+
+def _inverse_times(inverse, M):
+    """D⁻¹ M (w, b, k) for a level's inverses: (w, b, b) arrays, or :func:`kernel_inverse`'s (B, perm)."""
+    if isinstance(inverse, tuple):
+        B, perm = inverse
+        return B @ jnp.take_along_axis(M, perm[:, :, None], axis=1)
+    return inverse @ M
 
 
 def block_tree(jacobians, node, max_condition=1e10, columns=None):
