@@ -113,6 +113,9 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     (both with quick's options).
     Unoptimized runs, ensembles and larger matrices keep LAPACK's LU. (That the steps agree with
     LAPACK's to round-off: test_the_code_generations_take_the_same_steps.)"""
+    from dataclasses import replace
+
+    import jax
     import numpy as np
 
     import conserve as cs
@@ -149,6 +152,14 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     assert tree.linear.name == "tree" and unknowns(chain.model) > KERNEL_SIZE and not tree.linear.kernel
     code, options = kernel_code(tree, chain.model, "optimized")
     assert code.linear.kernel and code.linear.name == "tree" and options == "quick"
+    # the carry (with reused factors) made before the code is chosen serves the kernel code
+    for b, a in ((backend, assembly), (replace(tree, reuse=True), chain)):
+        carry = b.init(a.model, a.initial_state)
+        assert carry.memory is not None
+        kernels = b.as_kernels().init(a.model, a.initial_state)
+        assert jax.tree.structure(carry) == jax.tree.structure(kernels)
+        assert [(np.shape(x), np.asarray(x).dtype) for x in jax.tree.leaves(carry)] == [
+            (np.shape(x), np.asarray(x).dtype) for x in jax.tree.leaves(kernels)]
     assert kernel_code(tree, chain.model, "quick") == (tree, "quick")  # larger than KERNEL_UNKNOWNS
     args = (model, backend.init(model, state), np.int32(0), np.int32(8), np.float64(0.0), np.float64(1e-3))
     run, _ = compile_chunks(backend, 8, args, mode="quick")

@@ -286,14 +286,14 @@ class BlockTree(_Structure):
 
     def factorise(self, blocks):
         """The elimination of the blocks, leaves first: (L, inverse, X), per level (n_levels, w, b, b)
-        the inverses of its nodes' diagonal blocks D̃ after their children's elimination (with
-        ``kernel``: :func:`kernel_inverse`'s (B, perm) each, D̃⁻¹ M = B M[perm]) and X = D̃⁻¹ U."""
+        the inverses of its nodes' diagonal blocks D̃ after their children's elimination and
+        X = D̃⁻¹ U; the same arrays with ``kernel`` (so a carry made for either serves both)."""
         D, U, L = blocks
         up = jnp.asarray(np.append(self.parent, self.n_nodes))
 
         def eliminate(Dm, level):  # the nodes of one level at once: their children are eliminated
-            inverse = jax.vmap(kernel_inverse)(Dm[level]) if self.kernel else jnp.linalg.inv(Dm[level])
-            X = _inverse_times(inverse, U[level])
+            inverse = _kernel_inverses(Dm[level]) if self.kernel else jnp.linalg.inv(Dm[level])
+            X = inverse @ U[level]
             return Dm.at[up[level]].add(-L[level] @ X), (inverse, X)
 
         _, (inverse, X) = jax.lax.scan(eliminate, D, self.levels)
@@ -308,7 +308,7 @@ class BlockTree(_Structure):
 
         def forward(rb, level_inverse):
             level, inverse_l = level_inverse
-            y = _inverse_times(inverse_l, rb[level][:, :, None])[:, :, 0]
+            y = jnp.einsum("lab,lb->la", inverse_l, rb[level])
             return rb.at[up[level]].add(-jnp.einsum("lab,lb->la", L[level], y)), y
 
         _, Y = jax.lax.scan(forward, rb, (levels, inverse))
@@ -358,12 +358,11 @@ class BlockTree(_Structure):
         return J[:n, :n]
 
 
-def _inverse_times(inverse, M):
-    """D⁻¹ M (w, b, k) for a level's inverses: (w, b, b) arrays, or :func:`kernel_inverse`'s (B, perm)."""
-    if isinstance(inverse, tuple):
-        B, perm = inverse
-        return B @ jnp.take_along_axis(M, perm[:, :, None], axis=1)
-    return inverse @ M
+def _kernel_inverses(D):
+    """D⁻¹ (w, b, b) of w blocks by :func:`kernel_inverse`: J⁻¹ r = B r[perm], so column perm[j] of
+    J⁻¹ is column j of B."""
+    B, perm = jax.vmap(kernel_inverse)(D)
+    return jnp.take_along_axis(B, jnp.argsort(perm, axis=1)[:, None, :], axis=2)
 
 
 def block_tree(jacobians, node, max_condition=1e10, columns=None):
