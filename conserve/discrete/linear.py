@@ -21,7 +21,8 @@ takes either):
   took 3·b = 63, and a star of k bodies round a hub (k + 1)·b: pinned, quick, a 32-link chain's
   step 0.80 → 0.57 ms, the P8 rotorcraft's 354 → 228 µs). The blocks are eliminated leaves first
   (block Gaussian elimination without fill-in; George and Liu 1981), each diagonal block
-  inverted after its children's elimination (LU with partial pivoting inside the block):
+  inverted after its children's elimination (LU with partial pivoting inside the block; in a
+  one-kernel loop Gauss–Jordan with the same pivots, ``kernel=True``):
   O(N b³) for N nodes of width b, a ``lax.scan`` over the tree's levels (the nodes of one level
   at once) whose code does not grow with N.
 
