@@ -28,7 +28,6 @@ from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBacken
 from .backends.base import Wrapper
 from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
-from .discrete.linear import BlockTree
 from .discrete.newton import Newton, run_if
 from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError, is_count
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
@@ -133,8 +132,9 @@ def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBack
     which long runs, "optimized", repay) — both with "quick"'s options, whose classic emitters
     alone make the loop one kernel; otherwise ``(backend, mode)``."""
     quick = mode == "quick" and backend.name == "director" and director_unknowns(model) <= KERNEL_UNKNOWNS
-    linear = getattr(backend, "linear", None)  # the largest matrix inverted: a tree solver's block, or the whole
-    size = linear.width if isinstance(linear, BlockTree) else backend.unknowns(model)
+    linear, size = getattr(backend, "linear", None), backend.unknowns(model)
+    if hasattr(linear, "largest_inverse"):  # a tree solver's block, not the whole matrix
+        size = linear.largest_inverse(size)
     if batch is None and (mode == "optimized" or quick) and size <= KERNEL_SIZE:
         kernels = backend.as_kernels()  # itself when its Newton matrix is not a dense one
         if kernels is not backend and loops_as_kernels():

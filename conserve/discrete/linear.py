@@ -79,6 +79,11 @@ class Dense:
         """``|J| w`` (n,)."""
         return jnp.abs(J) @ w
 
+    def largest_inverse(self, n):
+        """The order of the largest matrix this solver factorises for n unknowns (what decides
+        whether :func:`kernel_inverse` may serve, :data:`~conserve.compilation.KERNEL_SIZE`): n."""
+        return n
+
     def dense(self, J):
         return J
 
@@ -260,6 +265,10 @@ class BlockTree(_Structure):
     @property
     def width(self):
         return self.slots.shape[1]
+
+    def largest_inverse(self, n):
+        """As :meth:`Dense.largest_inverse`: a diagonal block's order, whatever n."""
+        return self.width
 
     @property
     def n_nodes(self):
