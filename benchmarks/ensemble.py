@@ -5,13 +5,16 @@ Python loop of single cs.simulate calls, in the same run.
 
 Pinned to CPU 0 at start (os.sched_setaffinity). Every member is ``conserve.problems.HeavyTop``
 with its spin about the figure axis raised by ε·ω_s, ε evenly in [−1 %, +1 %]; T = 1 s at
-Δt = 1e-3 (1,000 steps), director backend, default options.
+Δt = 1e-3 (1,000 steps), director backend, default options but
+``compile="optimized"`` (``COMPILE``) on both sides.
 
 * loop: ``cs.simulate`` of one member after another (the same assembly with the member's initial
   state, so every call reuses the one compiled chunk); wall time per call, the mean over the
   first ``LOOP`` members after a warm-up call, times the number of members.
 * ensemble: ``cs.simulate_batch(assembly, T, dt, initial_states=...)``: the first call's wall
-  time (with compilation) and a second call's (compiled; both include building the Solutions).
+  time (with compilation) and a second call's (compiled; both include building the Solutions);
+  and a compiled call with all members vmapped in one group instead of groups of
+  ``members_per_group`` (``conserve.simulate.GROUP_BYTES`` raised for it).
 
 By backend: the same comparison (T = 1 s) with ``backend="reduced"`` on both sides.
 
@@ -33,6 +36,7 @@ over 200 steps; see tests/test_ensemble.py); the energy error max |E − E0|/|E0
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -50,8 +54,9 @@ OUT = Path(__file__).parent / "results" / "ensemble.md"
 MEMBERS, LOOP, T, DT = 1000, 50, 1.0, 1e-3
 SHORT = (0.01, 0.1)  # s, the shorter runs of the by-length table
 #: one code generation for every run timed against another (``compile="auto"``, the default,
-#: would pick by each call's length)
-COMPILE = "quick"
+#: would pick by each call's length): "optimized", the one long runs get, whose Newton loops solve
+#: by Gauss–Jordan in XLA operations in single runs and ensembles alike
+COMPILE = "optimized"
 
 
 def states(assembly, n):
@@ -125,6 +130,15 @@ def main():
     ensemble = cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE)
     wall = time.perf_counter() - tic
 
+    simulate_module = sys.modules["conserve.simulate"]
+    group = simulate_module.members_per_group(21)
+    default_bytes, simulate_module.GROUP_BYTES = simulate_module.GROUP_BYTES, 10**12  # all members in one group
+    cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE)
+    tic = time.perf_counter()
+    cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE)
+    one_group = time.perf_counter() - tic
+    simulate_module.GROUP_BYTES = default_bytes
+
     forward, gradient = gradient_cost(assembly)
     by_length = [(t, *short_run(assembly, members, t)) for t in SHORT]
     reduced_call, reduced_batch = short_run(assembly, members, T, "reduced")
@@ -138,7 +152,8 @@ def main():
         f"Same machine, same run, pinned to CPU {sorted(os.sched_getaffinity(0))} (os.sched_setaffinity; "
         "run with `taskset -c 0 python benchmarks/ensemble.py`), load average at start "
         f"{load:.2f}; conserve {cs.__version__}, jax {jax.__version__}. {MEMBERS} members, T = {T:g} s, "
-        f"Δt = {DT:g} ({round(T / DT)} steps each), director backend. Details in the docstring of "
+        f"Δt = {DT:g} ({round(T / DT)} steps each), director backend, compile=\"{COMPILE}\" on both sides. "
+        "Details in the docstring of "
         "benchmarks/ensemble.py.", "",
         "| run | wall time | per member | per member-step |",
         "|---|---|---|---|",
@@ -149,6 +164,8 @@ def main():
         f"| cs.simulate_batch, compiled | {wall:.1f} s | {wall / MEMBERS * 1e3:.1f} ms | {wall / steps * 1e6:.1f} µs |",
         f"| (of which the vmapped run) | {ensemble.stats['run_time']:.1f} s | "
         f"{ensemble.stats['run_time'] / MEMBERS * 1e3:.1f} ms | {ensemble.stats['run_time'] / steps * 1e6:.1f} µs |",
+        f"| cs.simulate_batch, compiled, all members in one group (not {group}) | {one_group:.1f} s | "
+        f"{one_group / MEMBERS * 1e3:.1f} ms | {one_group / steps * 1e6:.1f} µs |",
         "",
         f"Throughput ensemble ÷ loop: **{loop_total / wall:.1f}×** compiled, {(loop_total + loop_first) / first:.1f}× "
         "counting each side's first call (compilation). Target ≥ 20×: "

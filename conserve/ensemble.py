@@ -6,7 +6,9 @@ constants, rotor inertias, joint geometry, everything the assembled model holds 
 Its members are stacked along a leading axis (numbers the members share are stored once) and
 the chunk of :func:`conserve.simulate` runs for all of them at once, its step under
 ``jax.vmap``: one compilation, one call per chunk, and the small arrays of a small model become
-wide ones, which is where a CPU spends its time efficiently. A run shorter than a chunk gets a
+wide ones, which is where a CPU spends its time efficiently. Many members are stepped in groups
+whose Newton matrices stay in the core's caches, one group after another in the same program
+(``conserve.simulate.members_per_group``). A run shorter than a chunk gets a
 chunk fitted to it (``fitted_chunk``: no outputs of a whole chunk per member to fill and
 diagnose). Every member is the same discrete step as alone (energy, momentum, constraints exact
 per member); its Newton iteration runs until *every* member has converged, each member stopping

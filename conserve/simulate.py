@@ -53,8 +53,19 @@ MAX_COMPILED = 16
 
 _compiled: OrderedDict = OrderedDict()
 
+#: An ensemble's members are stepped in groups whose Newton matrices take at most this many bytes
+#: (:func:`members_per_group`)
+GROUP_BYTES = 2**16
 
-def _chunk_fn(backend: StepBackend, length, batch=None):
+
+def members_per_group(n_unknowns: int) -> int:
+    """Members of an ensemble stepped together (vmapped; the groups one after another): the largest
+    power of two whose Newton matrices (n × n float64 each) fit in ``GROUP_BYTES``, at least 1."""
+    fit = max(1, GROUP_BYTES // (8 * max(n_unknowns, 1) ** 2))
+    return 1 << (fit.bit_length() - 1)
+
+
+def _chunk_fn(backend: StepBackend, length, batch=None, group=None):
     """The compiled stretch of up to ``length`` steps: a ``lax.while_loop`` over ``backend.step``
     that stops at ``n_end`` or at a failure, its steps' outputs written into arrays of ``length``
     (the rest left zero), so every run length shares the code and a short run costs only its steps.
@@ -63,7 +74,9 @@ def _chunk_fn(backend: StepBackend, length, batch=None):
     :mod:`conserve.ensemble`): the step is vmapped, the loop runs while some member has steps
     left, and a member past its end or its failure skips its step (``run_if``: computed only while
     some member still steps). The loop itself stays outside the vmap: a while loop with a batched
-    condition would select its whole carry, the outputs of the chunk, at every step."""
+    condition would select its whole carry, the outputs of the chunk, at every step. More members
+    than ``group`` (:func:`members_per_group`) run in groups of ``group``, one group's chunk after
+    another's."""
     @jax.jit  # traced once: its abstract evaluation below and its use in the loop share the trace
     def evaluate(model, carry, t, h):
         with bound(model.parameters):  # the laws' Parameters read the model's values
@@ -91,6 +104,30 @@ def _chunk_fn(backend: StepBackend, length, batch=None):
         return loop, StepOutput(new.state, record._replace(history=None))  # the history kept only for a failure
 
     def run(model: Model, carry: Carry, n0, n_end, t0, h):
+        if batch is None or n0.shape[0] <= group:
+            return run_members(model, carry, n0, n_end, t0, h)
+        # an ensemble in groups of members, one after another (lax.map): a group's arrays stay in
+        # the cache, and its loop stops when its own members are done
+        m, (leaves, treedef) = n0.shape[0], jax.tree.flatten(model)
+        groups = -(-m // group)
+        padding = groups * group - m
+
+        def grouped(a):  # (m, …) -> (groups, group, …), padded with copies of member 0
+            a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (padding, *a.shape[1:]))])
+            return a.reshape(groups, group, *a.shape[1:])
+
+        def run_group(args):
+            own, carry, n0, n_end = args
+            own = iter(own)  # the group's leaves with a member axis, the shared ones as they are
+            model = jax.tree.unflatten(treedef, [leaf if b is None else next(own) for leaf, b in zip(leaves, batch)])
+            return run_members(model, carry, n0, n_end, t0, h)
+
+        own = [leaf for leaf, b in zip(leaves, batch) if b is not None]  # the leaves with a member axis
+        n_end = jnp.concatenate([n_end, jnp.broadcast_to(n0[:1], (padding,))])  # the padding takes no steps
+        result = jax.lax.map(run_group, (*jax.tree.map(grouped, (own, carry, n0)), n_end.reshape(groups, group)))
+        return jax.tree.map(lambda a: a.reshape(groups * group, *a.shape[2:])[:m], result)
+
+    def run_members(model: Model, carry: Carry, n0, n_end, t0, h):
         step, first = one, start
         if batch is not None:
             axes = model_axes(model, batch)
@@ -124,18 +161,21 @@ def model_axes(model, batch):
 def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBackend, str]:
     """(backend, XLA options' mode) a run's chunk is compiled with: its Newton loop one kernel
     (:meth:`~conserve.backends.base.StepBackend.as_kernels`, "Loops as kernels" in
-    :mod:`conserve.compilation`) for one run (not an ensemble's) whose dense Newton matrix, or
-    whose tree solver's every block, has at most :data:`~conserve.compilation.KERNEL_SIZE`
-    unknowns, compiled "optimized", or "quick" with
-    the director backend and at most :data:`~conserve.compilation.KERNEL_UNKNOWNS` unknowns (where
-    the one kernel compiles in 0.1–1 s more; a reduced step's, a larger program, in 1–1.5 s more,
-    which long runs, "optimized", repay) — both with "quick"'s options, whose classic emitters
-    alone make the loop one kernel; otherwise ``(backend, mode)``."""
-    quick = mode == "quick" and backend.name == "director" and director_unknowns(model) <= KERNEL_UNKNOWNS
+    :mod:`conserve.compilation`) for a run whose dense Newton matrix, or whose tree solver's every
+    block, has at most :data:`~conserve.compilation.KERNEL_SIZE` unknowns, compiled "optimized",
+    or, one run (not an ensemble's), "quick" with the director backend and at most
+    :data:`~conserve.compilation.KERNEL_UNKNOWNS` unknowns (where the one kernel compiles in
+    0.1–1 s more; a reduced step's, a larger program, in 1–1.5 s more, which long runs,
+    "optimized", repay; an ensemble's vmapped step in ~7 s more than with LAPACK in quick code —
+    1,000 heavy tops, pinned: 7.1 → 14.7 s, 12.7 s optimized with LAPACK — for 1.3–1.8× fewer µs
+    per member-step) — both with "quick"'s options, whose classic emitters alone make the loop one
+    kernel; otherwise ``(backend, mode)``."""
+    quick = (mode == "quick" and batch is None and backend.name == "director"
+             and director_unknowns(model) <= KERNEL_UNKNOWNS)
     linear, size = getattr(backend, "linear", None), backend.unknowns(model)
     if hasattr(linear, "largest_inverse"):  # a tree solver's block, not the whole matrix
         size = linear.largest_inverse(size)
-    if batch is None and (mode == "optimized" or quick) and size <= KERNEL_SIZE:
+    if (mode == "optimized" or quick) and size <= KERNEL_SIZE:
         kernels = backend.as_kernels()  # itself when its Newton matrix is not a dense one
         if kernels is not backend and loops_as_kernels():
             return kernels, "quick"
@@ -147,16 +187,17 @@ def compile_chunks(backend, length, args, batch=None, mode="quick"):
     ``mode`` ("unoptimized", "quick" or "optimized", :mod:`conserve.compilation`; small Newton loops
     as kernels, :func:`kernel_code`); returns (fn, seconds)."""
     backend, options = kernel_code(backend, args[0], mode, batch)
+    group = None if batch is None else members_per_group(backend.unknowns(args[0]))
     leaves, treedef = jax.tree.flatten(args)
     # the leaves' avals (jnp.result_type would cost ~10 µs per leaf and call)
     key = (backend, length, treedef, tuple((np.shape(x), np.dtype(x.dtype) if hasattr(x, "dtype") else
                                             jnp.result_type(x), getattr(x, "weak_type", False)) for x in leaves),
-           batch, mode)
+           batch, group, mode)
     if key in _compiled:
         _compiled.move_to_end(key)
         return _compiled[key], 0.0
     tic = time.perf_counter()
-    fn = _chunk_fn(backend, length, batch).lower(*args).compile(compiler_options(options))
+    fn = _chunk_fn(backend, length, batch, group).lower(*args).compile(compiler_options(options))
     _compiled[key] = fn
     while len(_compiled) > MAX_COMPILED:
         _compiled.popitem(last=False)

@@ -134,7 +134,9 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
         code, options = kernel_code(backend, model, "quick")  # the director's loop only (compiles fast)
         assert code.linear.kernel == (backend.name == "director") and options == "quick"
         assert kernel_code(backend, model, "unoptimized") == (backend, "unoptimized")
-        assert kernel_code(backend, model, "optimized", batch=[0]) == (backend, "optimized")  # an ensemble's
+        # an ensemble's: Gauss–Jordan in long runs only (vmapped, its step compiles 2× longer)
+        assert kernel_code(backend, model, "optimized", batch=[0])[0].linear.kernel
+        assert kernel_code(backend, model, "quick", batch=[0]) == (backend, "quick")
     backend = Director().prepare(model, state)
     assert unknowns(model) == 21 <= min(KERNEL_UNKNOWNS, KERNEL_SIZE)
     module = sys.modules["conserve.simulate"]
