@@ -131,7 +131,7 @@ def main():
     wall = time.perf_counter() - tic
 
     simulate_module = sys.modules["conserve.simulate"]
-    group = simulate_module.members_per_group(21)
+    group = simulate_module.members_per_group(cs.backends.director.unknowns(assembly.model))
     default_bytes, simulate_module.GROUP_BYTES = simulate_module.GROUP_BYTES, 10**12  # all members in one group
     cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE)
     tic = time.perf_counter()

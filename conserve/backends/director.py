@@ -95,17 +95,6 @@ class Director(StepBackend):
         Gauss–Jordan inverses: 24–33 µs with them, 13–18 without)."""
         return replace(self, reuse=False) if self.reuse == "auto" else self
 
-    def as_kernels(self) -> Director:
-        """As :meth:`StepBackend.as_kernels`, and with the tree solver's diagonal blocks inverted by
-        Gauss–Jordan in XLA operations (``BlockTree(kernel=True)``): a chain's or tree's Newton loop
-        then compiles as one kernel too (pinned, optimized, µs per step: 8-link chain 295 → 218,
-        32-link 1199 → 951; the blocks' factorisation alone 0.47–0.78 → 0.21–0.35 ms at 32 links).
-        The reduced backend's structured step keeps LAPACK's blocks (its one-kernel loops, larger
-        programs, were not measured)."""
-        if isinstance(self.linear, BlockTree) and not self.linear.kernel:
-            return replace(self, linear=replace(self.linear, kernel=True))
-        return super().as_kernels()
-
     @property
     def _reuses(self):
         """Whether factors are carried across steps (``reuse``: "auto" with the plain dense LU and
