@@ -58,11 +58,24 @@ _compiled: OrderedDict = OrderedDict()
 GROUP_BYTES = 2**16
 
 
-def members_per_group(n_unknowns: int) -> int:
+def members_per_group(n_unknowns: int, largest_inverse: int | None = None) -> int:
     """Members of an ensemble stepped together (vmapped; the groups one after another): the largest
-    power of two whose Newton matrices (n × n float64 each) fit in ``GROUP_BYTES``, at least 1."""
-    fit = max(1, GROUP_BYTES // (8 * max(n_unknowns, 1) ** 2))
+    power of two whose Newton matrices fit in ``GROUP_BYTES``, at least 1 — n × m float64 each,
+    m the order of the largest matrix the solver inverts (:func:`newton_sizes`; n for a dense
+    matrix, a block's for a tree solver, whose blocks are ~3 n m). Measured, pinned, µs per
+    member-step: 1,000 heavy tops (n = m = 21) in groups of 4–8 / 16 / 32 / 1,000: 17.5–17.9 /
+    13.0 / 14.7 / 29.3; 16 8-link chains (n = 168, m = 21) in groups of 1 / 2 / 4 / 16: 443 / 409 /
+    433 / 474, within the noise."""
+    fit = max(1, GROUP_BYTES // (8 * max(n_unknowns, 1) * max(largest_inverse or n_unknowns, 1)))
     return 1 << (fit.bit_length() - 1)
+
+
+def newton_sizes(backend: StepBackend, model) -> tuple[int, int]:
+    """(n, m): a step backend's Newton unknowns n and the order m of the largest matrix its linear
+    solver inverts (``linear.largest_inverse``: n for a dense matrix, a diagonal block's for a tree
+    solver)."""
+    linear, n = getattr(backend, "linear", None), backend.unknowns(model)
+    return n, linear.largest_inverse(n) if hasattr(linear, "largest_inverse") else n
 
 
 def _chunk_fn(backend: StepBackend, length, batch=None, group=None):
@@ -172,10 +185,7 @@ def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBack
     kernel; otherwise ``(backend, mode)``."""
     quick = (mode == "quick" and batch is None and backend.name == "director"
              and director_unknowns(model) <= KERNEL_UNKNOWNS)
-    linear, size = getattr(backend, "linear", None), backend.unknowns(model)
-    if hasattr(linear, "largest_inverse"):  # a tree solver's block, not the whole matrix
-        size = linear.largest_inverse(size)
-    if (mode == "optimized" or quick) and size <= KERNEL_SIZE:
+    if (mode == "optimized" or quick) and newton_sizes(backend, model)[1] <= KERNEL_SIZE:  # a tree's block
         kernels = backend.as_kernels()  # itself when its Newton matrix is not a dense one
         if kernels is not backend and loops_as_kernels():
             return kernels, "quick"
@@ -187,7 +197,7 @@ def compile_chunks(backend, length, args, batch=None, mode="quick"):
     ``mode`` ("unoptimized", "quick" or "optimized", :mod:`conserve.compilation`; small Newton loops
     as kernels, :func:`kernel_code`); returns (fn, seconds)."""
     backend, options = kernel_code(backend, args[0], mode, batch)
-    group = None if batch is None else members_per_group(backend.unknowns(args[0]))
+    group = None if batch is None else members_per_group(*newton_sizes(backend, args[0]))
     leaves, treedef = jax.tree.flatten(args)
     # the leaves' avals (jnp.result_type would cost ~10 µs per leaf and call)
     key = (backend, length, treedef, tuple((np.shape(x), np.dtype(x.dtype) if hasattr(x, "dtype") else

@@ -122,7 +122,7 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     from conserve.backends import Director, Reduced
     from conserve.backends.director import unknowns
     from conserve.compilation import KERNEL_SIZE, KERNEL_UNKNOWNS, loops_as_kernels
-    from conserve.simulate import compile_chunks, kernel_code
+    from conserve.simulate import compile_chunks, kernel_code, members_per_group, newton_sizes
 
     assert loops_as_kernels()
     assembly = cs.problems.heavy_top().assemble()
@@ -152,6 +152,8 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
                               for k in range(6)]).assemble()
     tree = Director().prepare(chain.model, chain.initial_state)
     assert tree.linear.name == "tree" and unknowns(chain.model) > KERNEL_SIZE and not tree.linear.kernel
+    assert newton_sizes(tree, chain.model) == (unknowns(chain.model), tree.linear.width)  # its blocks
+    assert members_per_group(*newton_sizes(tree, chain.model)) > members_per_group(unknowns(chain.model))
     code, options = kernel_code(tree, chain.model, "optimized")
     assert code.linear.kernel and code.linear.name == "tree" and options == "quick"
     # the carry (with reused factors) made before the code is chosen serves the kernel code
