@@ -24,6 +24,8 @@ apart).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -43,7 +45,7 @@ from .model.system import as_assembly, initial_gaps
 from .simulate import (CHUNK, COARSE_TURN, NODE_FIELDS, assemble_solution, backend_settings, check_mode, check_progress,
                        coarse_step_message, compile_chunks, left_redundant_rows, model_axes, part_spin_rates, piece,
                        resolve_backend, run_work, time_grid)
-from .solution import Solution, node_diagnostics
+from .solution import Solution, nodes_diagnostics
 
 
 @dataclass
@@ -144,28 +146,29 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     def ensemble(run_time) -> Ensemble:
         """The Ensemble of the chunks run so far: each member's Solution of its n[i] steps, the
         ConvergenceErrors of the failures."""
-        # each member's nodes: its first, then what every chunk added for it
+        # every member's nodes and steps at once, (m, k, ...): its first node, then what every chunk
+        # added (a member that fails takes fewer steps than the others in that chunk and none after,
+        # so its own are the first n[i] of every array); as numpy once, then cut per member
         first = _per_member(_chunk_diagnostics, batch, model, (jax.tree.map(lambda a: a[:, None], state),
                                                                np.full((m, 1), t0)))
-        taken = [(*jax.tree.map(lambda a: np.asarray(a)[:, :np.max(done)], (out, diag)), done)  # the steps taken
-                 for out, diag, done in chunks]
-        # as numpy once, not once per member
         start = {**{f"node_{k}": np.asarray(getattr(state, k))[:, None] for k in NODE_FIELDS},
                  **{f"diag_{k}": np.asarray(a) for k, a in first.items()}}
-        pieces = [[{k: a[i] for k, a in start.items()}]
-                  + [piece(jax.tree.map(lambda a: a[i], out), done[i], jax.tree.map(lambda a: a[i], diag))
-                     for out, diag, done in taken if done[i]]
-                  for i in range(m)]
+        taken = [piece(_first_steps(out, np.max(done)), m, _first_steps(diag, np.max(done)))  # m: every member
+                 for out, diag, done in chunks]
+        joined = {k: np.concatenate(([start[k]] if k in start else []) + [p[k] for p in taken], axis=1)
+                  for k in taken[0]}
 
         solutions, errors = [], {}
-        for i in range(m):
-            assembly = replace(assemblies[i], model=models(i), initial_state=states[i])
-            sol, error = assemble_solution(assembly, settings, backend, pieces[i], int(n[i]), i in failures,
-                                           failures.get(i), compile_time, run_time / m, warn=False)  # its share
-            solutions.append(sol)
-            if error is not None:
-                errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
-                                             time=error.time, residual_history=error.residual_history)
+        with _collector_paused():
+            for i in range(m):
+                assembly = replace(assemblies[i], model=models(i), initial_state=states[i])
+                member = [{k: a[i, :n[i] + (not k.startswith("step_"))] for k, a in joined.items()}]
+                sol, error = assemble_solution(assembly, settings, backend, member, int(n[i]), i in failures,
+                                               failures.get(i), compile_time, run_time / m, warn=False)  # its share
+                solutions.append(sol)
+                if error is not None:
+                    errors[i] = ConvergenceError(f"member {i}: {error}", partial_solution=sol, step=error.step,
+                                                 time=error.time, residual_history=error.residual_history)
         _warn_left_rows(solutions)
         stats = {"backend": backend.name, "members": m, "steps": n_steps, "compile": settings["compile"],
                  "unknown_steps": work, "compile_time": compile_time, "run_time": run_time,
@@ -191,6 +194,25 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         keep_partial(err, lambda: ensemble(time.perf_counter() - tic), furthest, t0 + furthest * dt)
         raise
     return ensemble(time.perf_counter() - tic)
+
+
+def _first_steps(tree, k):
+    """The first k steps (axis 1) of every member's (axis 0) arrays of a chunk, as numpy."""
+    return jax.tree.map(lambda a: np.asarray(a)[:, :k], tree)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector paused for the block: building many members' Solutions
+    allocates enough objects to start full collections, each of which walks every object of the
+    process, jax's included (1,000 heavy tops' Solutions, pinned: 45 ms paused, 50-135 ms not)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -311,9 +333,8 @@ def fitted_chunk(n_steps):
 
 
 def _chunk_diagnostics(model, nodes_and_times):
-    """node_diagnostics of one member's nodes (k, …) at their times (k,)."""
-    nodes, times = nodes_and_times
-    return jax.vmap(node_diagnostics, in_axes=(None, 0, 0))(model, nodes, times)
+    """nodes_diagnostics of one member's nodes (k, …) at their times (k,), as one argument."""
+    return nodes_diagnostics(model, *nodes_and_times)
 
 
 def _vmapped(fn, batch, model, state):

@@ -44,19 +44,22 @@ def node_diagnostics(model: Model, state: State, t=0.0):
             "rotor_rate": model.rotor_relative_rates(state.q, state.v, state.p)}
 
 
-def _nodes_diagnostics(model: Model, nodes: State, t):
+def nodes_diagnostics(model: Model, nodes: State, t):
+    """:func:`node_diagnostics` of nodes stacked along a leading axis k at their times t (k,)."""
     return jax.vmap(node_diagnostics, in_axes=(None, 0, 0))(model, nodes, t)
 
 
 #: How :func:`diagnostics` evaluates nodes, by the code generation of the run that made them: in
-#: blocks of (nodes, XLA code). Runs compiled "unoptimized" (short ones) take short blocks of
-#: unoptimized code, whose compilation is cheapest and which pad a run's first node and a short run
-#: little; runs compiled for speed take a chunk's worth (:data:`conserve.simulate.CHUNK`) of quick code
-#: (pinned, AMD EPYC, µs per node 128 unoptimized → 1024 quick: heavy top 1.44 → 0.21, P5 crane
-#: 3.85 → 0.60, so the heavy top's run of Δt = 2e-3 costs 2 µs per step less; compilation
-#: 0.16 → 0.25 s and 0.41 → 0.53 s, once per model structure).
-DIAGNOSTIC_BLOCKS = {"unoptimized": (128, jit_quick(_nodes_diagnostics, mode="unoptimized")),
-                     "fast": (1024, jit_quick(_nodes_diagnostics, mode="quick"))}
+#: blocks of one of a few lengths (the shortest that holds them all, else the longest), by XLA
+#: code. Runs compiled "unoptimized" (short ones) take short blocks of unoptimized code, whose
+#: compilation is cheapest and which pad a run's first node and a short run little; runs compiled
+#: for speed take a chunk's worth (:data:`conserve.simulate.CHUNK`) of quick code (pinned, AMD EPYC,
+#: µs per node 128 unoptimized → 1024 quick: heavy top 1.44 → 0.21, P5 crane 3.85 → 0.60, so the
+#: heavy top's run of Δt = 2e-3 costs 2 µs per step less; compilation 0.16 → 0.25 s and 0.41 →
+#: 0.53 s, once per model structure), and their first node and short runs a block of 16 (pinned,
+#: Intel Xeon: a 10-step heavy top's call 1.9 ms padded to 1024, 1.3 ms so; 0.1 s more compilation).
+DIAGNOSTIC_BLOCKS = {"unoptimized": ((128,), jit_quick(nodes_diagnostics, mode="unoptimized")),
+                     "fast": ((16, 1024), jit_quick(nodes_diagnostics, mode="quick"))}
 
 
 def diagnostics(model: Model, nodes: State, t, mode="unoptimized") -> dict:
@@ -65,8 +68,10 @@ def diagnostics(model: Model, nodes: State, t, mode="unoptimized") -> dict:
     the nodes in blocks (one compilation per model structure), so the compiled step does not carry
     them. ``mode``: the code generation of the run that made the nodes ("unoptimized", "quick" or
     "optimized"; :data:`DIAGNOSTIC_BLOCKS`)."""
-    block, fn = DIAGNOSTIC_BLOCKS["unoptimized" if mode == "unoptimized" else "fast"]
-    return map_steps(partial(fn, model), nodes, np.asarray(t, np.float64), block=block)
+    blocks, fn = DIAGNOSTIC_BLOCKS["unoptimized" if mode == "unoptimized" else "fast"]
+    t = np.asarray(t, np.float64)
+    block = next((b for b in blocks if b >= len(t)), blocks[-1])
+    return map_steps(partial(fn, model), nodes, t, block=block)
 
 
 def layout_record(layout):

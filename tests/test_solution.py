@@ -200,9 +200,10 @@ def test_multipliers_are_the_pivot_force(sol):
 
 
 def test_diagnostics_of_a_fast_run_are_those_of_unoptimized_code():
-    """A run compiled for speed evaluates its nodes' diagnostics in chunk-long blocks of quick code
-    (``conserve.solution.DIAGNOSTIC_BLOCKS``), a short run's in short blocks of unoptimized code:
-    the same quantities to round-off, whatever the number of nodes (1,001 here: padded blocks)."""
+    """A run compiled for speed evaluates its nodes' diagnostics in blocks of quick code (its first
+    node in a short one, the rest in chunk-long ones: ``conserve.solution.DIAGNOSTIC_BLOCKS``), a
+    short run's in short blocks of unoptimized code: the same quantities to round-off, whatever the
+    number of nodes (1,001 here: padded blocks)."""
     assembly = HeavyTop().system().assemble()
     sol = cs.simulate(assembly, 1.0, 1e-3, compile="quick")
     nodes = State(sol.q, sol.v, sol.s, sol.p, sol.theta, np.zeros_like(sol.q))
