@@ -62,16 +62,19 @@ def bob(z0):
 def test_a_failing_member_keeps_its_steps_and_the_others_run_on(monkeypatch):
     """Point masses falling onto a potential that is NaN below z = 0, stepped in groups of two
     members (the last group padded): the one dropped from 1 m fails at t ≈ 0.45 s, keeps every
-    step before, and is recorded; the ones from 5 m and 3 m, in either group, run to the end as
-    they would alone."""
+    step before, and is recorded; the one from 1 µm fails in its first step and keeps its initial
+    node; the ones from 5 m and 3 m, in either group, run to the end as they would alone."""
     simulate_module = sys.modules["conserve.simulate"]  # (conserve.simulate is the function)
     monkeypatch.setattr(simulate_module, "GROUP_BYTES", 2 * 8 * 3**2)  # 2 members of 3 unknowns
     assert simulate_module.members_per_group(3) == 2
-    ensemble = cs.simulate_batch([bob(1.0), bob(5.0), bob(3.0)], 0.6, 1e-3, chunk=64)
-    assert list(ensemble.failures) == [0]
+    ensemble = cs.simulate_batch([bob(1.0), bob(5.0), bob(3.0), bob(1e-6), bob(2.0)], 0.6, 1e-3, chunk=64)
+    assert list(ensemble.failures) == [0, 3]
+    first_step = ensemble.failures[3]
+    assert first_step.step == 0 and first_step.partial_solution is ensemble[3] and len(ensemble[3]) == 1
+    assert ensemble[3]["bob"].position[0, 2] == 1e-6 and len(ensemble[4]) == 601
     error = ensemble.failures[0]
     assert isinstance(error, cs.ConvergenceError) and "member 0" in str(error) and 0.3 < error.time < 0.5
-    failed, *others = ensemble
+    failed, *others = ensemble.members[:3]
     assert error.partial_solution is failed and len(failed) == error.step + 1
     assert np.all(np.isfinite(failed.q)) and failed["bob"].position[-1, 2] >= 0.0
     assert relative_drift(failed.energy.total) <= 1e-10

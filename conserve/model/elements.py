@@ -115,7 +115,13 @@ class InvariantConstraintKind(ConstraintKind):
 class PotentialKind(ABC):
     """A potential U(π) of invariants π quadratic (or linear) in the coordinates (Gonzalez 1996;
     Betsch and Steinmann 2001): its discrete force ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}) gives an exact
-    energy balance, and momentum where π is invariant under the symmetry."""
+    energy balance, and momentum where π is invariant under the symmetry.
+
+    ``uniform``: True for a kind whose force does not depend on the configuration (U linear in
+    the coordinates: a uniform field), so that it leaves the Newton matrix unchanged
+    (``conserve.discrete.turning.turns_with_the_bodies``)."""
+
+    uniform: bool = False
 
     @abstractmethod
     def invariants(self, p, Q):

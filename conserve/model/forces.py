@@ -38,6 +38,8 @@ class UniformGravity(PotentialKind):
     params: ``frame`` (n, 4), ``at`` (n, 3), ``mass`` (n,) in kg, ``g`` (n, 3) in m/s².
     """
 
+    uniform = True
+
     def invariants(self, p, Q):
         return jnp.sum(p["g"] * material_point(Q, p["frame"], p["at"]), axis=1, keepdims=True)
 
