@@ -72,7 +72,7 @@ def turns_with_the_bodies(model) -> bool:
     chords with carried factors then leave errors of one sign: an eccentric orbit (e = 0.9,
     ``conserve.problems.KeplerOrbit``) with carried factors drifted in energy by −2.6e-12 over 4
     periods of 16,000 steps (3.2e-12 over one of 32,000), ±1e-13 without."""
-    return (all(getattr(kind, "uniform", False) for kind in model.potential_kinds)
+    return (all(kind.uniform for kind in model.potential_kinds)
             and not model.coordinate_kinds and not model.load_kinds)
 
 
