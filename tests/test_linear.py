@@ -263,6 +263,24 @@ def test_default_tree_solve_does_not_drift_the_energy():
     assert np.max(np.abs(sol.energy_balance_error)) <= 1e-13 * np.max(np.abs(sol.energy.total))
 
 
+@pytest.mark.slow
+def test_carried_factors_with_joint_springs_do_not_drift_the_energy():
+    """2·10⁴ steps of the P8 rotorcraft with a stiff spring on every flap hinge: joint springs act
+    on relative coordinates, so the default backend carries its factors turned with the bodies
+    (a central field does not: ``turns_with_the_bodies``, test_reliability), and the energy error
+    is a random walk: no significant trend over eight blocks, |E_N − E_0| at round-off."""
+    system, _ = problems.thompson_examples()["rotorcraft"]
+    flaps = [e for e in system.elements if e.name.startswith("flap")]
+    assembly = cs.System(system.elements + [cs.JointSpringDamper(f, stiffness=2e4) for f in flaps]).assemble()
+    backend = Director().prepare(assembly.model, cs.initial_state(assembly))
+    assert backend.init(assembly.model, cs.initial_state(assembly)).memory is not None
+    n = 20_000
+    E = cs.simulate(assembly, n * 1e-3, 1e-3, backend=backend).energy.total
+    blocks = np.diff(E[:: n // 8])
+    assert abs(np.mean(blocks) / (np.std(blocks, ddof=1) / np.sqrt(len(blocks)))) <= 4.0, blocks
+    assert abs(E[-1] - E[0]) <= 1e-13 * abs(E[0])
+
+
 def test_factors_that_no_longer_fit_are_dropped():
     """A free body tumbling at |ω| h = 5 turns its directors ~2 rad per step: the last step's
     factors send the first chord astray (it stalled Newton before the guard); the chord is undone

@@ -48,8 +48,8 @@ class Director(StepBackend):
     tree (``REUSE_MAX_LEVELS``: a hub and its appendages; not chains, where a solve costs nearly
     what a new matrix does), True, or False; "auto" only for a model without forces whose
     derivative changes with the configuration (``conserve.discrete.turning.turns_with_the_bodies``:
-    uniform gravity, constraints and rotors, no central fields, springs or loads; an eccentric
-    orbit drifted with carried factors, 2.6e-12 in 64,000 steps). "auto" leaves the coloured dense
+    no potentials but uniform gravity, no applied loads; an eccentric orbit drifted with carried
+    factors, 2.6e-12 in 64,000 steps). "auto" leaves the coloured dense
     LU (loops, two or three bodies) without: there the
     bodies turn against each other, a joint's rows can turn with only one of them, and the chords
     converge slowly (a double pendulum 1.3× and the wind turbine 1.2× slower with reuse, the

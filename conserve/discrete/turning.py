@@ -66,14 +66,15 @@ def _rotated(v, rotations, triples):
 def turns_with_the_bodies(model) -> bool:
     """Whether the model's Newton matrix changes from step to step only as the module docstring
     has it (by the bodies' rotations, the multipliers and how the motion changes otherwise): no
-    force whose derivative changes with the configuration — potentials only of ``uniform`` kinds
-    (uniform gravity), no joint springs, dampers or motors, no applied loads. A central field's
-    force gradient changes with the distance, which turning the factors does not follow, and the
-    chords with carried factors then leave errors of one sign: an eccentric orbit (e = 0.9,
-    ``conserve.problems.KeplerOrbit``) with carried factors drifted in energy by −2.6e-12 over 4
-    periods of 16,000 steps (3.2e-12 over one of 32,000), ±1e-13 without."""
-    return (all(kind.uniform for kind in model.potential_kinds)
-            and not model.coordinate_kinds and not model.load_kinds)
+    potential but ``uniform`` ones (uniform gravity: no force gradient) and no applied loads.
+    A field's force gradient changes with where a body is, not with how it turns, which turning
+    the factors does not follow, and the chords with carried factors then leave errors of one
+    sign: an eccentric orbit (e = 0.9, ``conserve.problems.KeplerOrbit``) with carried factors
+    drifted in energy by −2.6e-12 over 4 periods of 16,000 steps (3.2e-12 over one of 32,000),
+    ±1e-13 without. Joint springs, dampers and motors act on the joints' relative coordinates and
+    keep it: the P8 rotorcraft with a spring of 2e4 N m/rad on every flap hinge, 2·10⁴ steps of
+    Δt = 1e-3 with carried factors, 3.3e-15 relative, no trend (93 µs per step, 497 without)."""
+    return all(kind.uniform for kind in model.potential_kinds) and not model.load_kinds
 
 
 def directors(model, q):
