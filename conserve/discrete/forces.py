@@ -107,7 +107,7 @@ def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None, 
             w = w + coordinate_load[sl]
         if k.motor is not None:
             a_state = midpoint_state(Q0, Q1, p["frame_a"], h)
-            tau = jax.vmap(k.motor, in_axes=(None, 0, 0, 0))(tm, s_mid, rate, a_state)
+            tau = k.motor.vmap((None, 0, 0, 0))(tm, s_mid, rate, a_state)
             w = w - tau
             work.append(tau * ds)
         invariants.append(k.geometry.invariants)

@@ -327,8 +327,8 @@ class Model:
         torque, power = jnp.zeros_like(s), []
         for k, prm, sl in self.coordinate_groups():
             if k.motor is not None:
-                tau = jax.vmap(k.motor, in_axes=(None, 0, 0, 0))(t, s[sl], s_dot[sl],
-                                                                 midpoint_state(Qa, Qb, prm["frame_a"], 1.0))
+                tau = k.motor.vmap((None, 0, 0, 0))(t, s[sl], s_dot[sl],
+                                              midpoint_state(Qa, Qb, prm["frame_a"], 1.0))
                 torque = torque.at[sl].set(tau)
                 power.append(tau * s_dot[sl])
         f = jax.vjp(self.coordinate_values, q)[1](torque)[0] if s.size else jnp.zeros_like(q)

@@ -114,8 +114,12 @@ class CoordinateElement:
     """The kind of spring-damper-motor elements on one coordinate geometry.
 
     params: the geometry's, plus ``stiffness`` k, ``rest`` s_0, ``damping`` c (n,):
-    U = ½ k (s − s_0)², damping force c ṡ; ``motor(t, s, s_dot, a_state) -> τ`` (N m or N) or None.
+    U = ½ k (s − s_0)², damping force c ṡ; ``motor``: None or the elements' motor laws
+    ``(t, s, s_dot, a_state) -> τ`` (N m or N) in a :class:`~conserve.model.lawtable.LawTable`
+    (one law per element before assembly).
     """
+
+    law_fields = ("motor",)
 
     geometry: CoordinateGeometry
     motor: object = None

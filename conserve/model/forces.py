@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -79,7 +78,11 @@ class Load(LoadKind):
     discrete work f·Δq is reported per step.
     params: ``frame`` (n, 4), ``at`` (n, 3), ``force`` (n, 3), ``torque`` (n, 3).
     ``body_axes``: force and torque given in body axes (rotated by the midpoint directors).
+    ``force_fn``, ``torque_fn``: None or the elements' laws ``fn(t, state)`` in a
+    :class:`~conserve.model.lawtable.LawTable` (one law per element before assembly).
     """
+
+    law_fields = ("force_fn", "torque_fn")
 
     force_fn: object = None
     torque_fn: object = None
@@ -92,9 +95,9 @@ class Load(LoadKind):
         d, dd = jnp.swapaxes(state.rotation, 1, 2), dQ[frame[:, 1:]]  # midpoint directors in rows, Δd_i
         F, M = p["force"], p["torque"]
         if self.force_fn is not None:
-            F = jax.vmap(self.force_fn, in_axes=(None, 0))(t, state)
+            F = self.force_fn.vmap((None, 0))(t, state)
         if self.torque_fn is not None:
-            M = jax.vmap(self.torque_fn, in_axes=(None, 0))(t, state)
+            M = self.torque_fn.vmap((None, 0))(t, state)
         if self.body_axes:
             F = contract("ni,nij->nj", F, d)
             M = contract("ni,nij->nj", M, d)

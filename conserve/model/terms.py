@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .lawtable import with_tables, without_laws
+
 #: A residual row is at its round-off floor when ``|r_i| ≤ ROUNDOFF · m_i``, with m_i the size of the
 #: terms the row adds up (the sum of their absolute values; constraint kinds give theirs as
 #: ``magnitude``): a componentwise backward error, after Oettli and Prager. 2¹⁰ ε leaves room for
@@ -94,15 +96,17 @@ def midpoint_state(Q0, Q1, frame, h):
 
 
 def stack_terms(terms):
-    """Group terms by kind (order of first appearance) and stack their parameters.
+    """Group terms by kind (order of first appearance) and stack their parameters; terms whose
+    kinds differ only in their user laws are one group, whose kind holds them in law tables
+    (:mod:`.lawtable`).
 
     Returns a list of (kind, params with a leading element axis, terms).
     """
     groups: dict = {}
     for t in terms:
-        groups.setdefault(t.kind, []).append(t)
+        groups.setdefault(without_laws(t.kind), []).append(t)
     out = []
-    for kind, ts in groups.items():
+    for lawless, ts in groups.items():
         params = {k: np.stack([np.asarray(t.params[k]) for t in ts]) for k in ts[0].params}
-        out.append((kind, params, ts))
+        out.append((with_tables(lawless, [t.kind for t in ts]), params, ts))
     return out
