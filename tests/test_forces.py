@@ -7,6 +7,7 @@ import pytest
 from conftest import relative_drift
 
 import conserve as cs
+from conserve.model.custom import UserConstraint, UserPotential
 
 X_HINGE, AXIS = np.array([0.6, 0.0, 0.0]), np.array([0.0, 0.3, 1.0]) / np.hypot(0.3, 1.0)
 
@@ -110,10 +111,20 @@ def test_central_gravity_keeps_the_orbit_integrals():
 
 
 def test_user_potential_from_invariants_conserves_momentum():
+    """Two tethers of one pair of functions (one kind) between the same bodies."""
     a, b = pair(relative_rate=1.0)
-    tether = cs.Potential([a, b], invariants=lambda fa, fb: jnp.sum((fa.point([0.2, 0, 0]) - fb.point([0, 0.1, 0])) ** 2),
-                          energy=lambda pi: 10.0 * (jnp.sqrt(pi[0]) - 0.7) ** 2, name="tether")
-    sol = cs.simulate(cs.System([a, b, tether]), t_end=3.0, dt=5e-3)
+
+    def invariants(fa, fb):
+        return jnp.sum((fa.point([0.2, 0, 0]) - fb.point([0, 0.1, 0])) ** 2)
+
+    def energy(pi):
+        return 10.0 * (jnp.sqrt(pi[0]) - 0.7) ** 2
+
+    tethers = [cs.Potential(parts, invariants=invariants, energy=energy, name=f"tether{i}")
+               for i, parts in enumerate(([a, b], [b, a]))]
+    assembly = cs.System([a, b, *tethers]).assemble()
+    assert sum(isinstance(k, UserPotential) for k in assembly.model.potential_kinds) == 1
+    sol = cs.simulate(assembly, t_end=3.0, dt=5e-3)
     assert relative_drift(sol.energy.total) <= 1e-10
     check_momenta(sol)
     assert np.ptp(sol.energy.potential) > 1e-3
@@ -121,14 +132,25 @@ def test_user_potential_from_invariants_conserves_momentum():
 
 @pytest.mark.parametrize("with_invariants", [False, True])
 def test_user_constraint_keeps_energy(with_invariants):
-    """A bead on a sphere of radius 1 written as a non-quadratic constraint."""
-    bead = cs.PointMass("bead", 1.0, position=(1.0, 0.0, 0.0), velocity=(0.0, 1.0, 0.5))
+    """Beads on spheres of radius 1 written as a non-quadratic constraint, two elements of one
+    pair of functions: one kind (one copy of code in the step)."""
+    beads = [cs.PointMass(f"bead{i}", 1.0 + i, position=x, velocity=v)
+             for i, (x, v) in enumerate((((1.0, 0.0, 0.0), (0.0, 1.0, 0.5)), ((0.0, 0.6, 0.8), (0.3, 0.4, -0.3))))]
     if with_invariants:  # g = √π − 1 with π = |x|²: energy and momentum about the origin exact
-        sphere = cs.Constraint([bead], residual=lambda pi: jnp.sqrt(pi[0]) - 1.0, rows=1,
-                               invariants=lambda f: jnp.sum(f.position**2), name="sphere")
+        def residual(pi):
+            return jnp.sqrt(pi[0]) - 1.0
+
+        def invariants(f):
+            return jnp.sum(f.position**2)
     else:  # g = |x|⁴ − 1, discrete gradient in the coordinates: energy exact
-        sphere = cs.Constraint([bead], residual=lambda f: jnp.sum(f.position**2) ** 2 - 1.0, rows=1, name="sphere")
-    sol = cs.simulate(cs.System([bead, sphere, cs.Gravity()]), t_end=3.0, dt=1e-2)
+        def residual(f):
+            return jnp.sum(f.position**2) ** 2 - 1.0
+        invariants = None
+    spheres = [cs.Constraint([b], residual=residual, rows=1, invariants=invariants, name=f"sphere{i}")
+               for i, b in enumerate(beads)]
+    assembly = cs.System([*beads, *spheres, cs.Gravity()]).assemble()
+    assert sum(isinstance(k, UserConstraint) for k in assembly.model.constraint_kinds) == 1
+    sol = cs.simulate(assembly, t_end=3.0, dt=1e-2)
     assert relative_drift(sol.energy.total) <= 1e-10
     assert np.max(sol.constraint_residual) <= 1e-10
     if with_invariants:

@@ -27,18 +27,21 @@ from .laws import FRAME, Law, law_name
 from .terms import Term
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class UserConstraint(InvariantConstraintKind):
     """A user's holonomic constraint g = outer(π(frames)) with a discrete gradient in π-space.
 
     ``invariants(*frames) -> (k,)`` (default: the parts' coordinates themselves, which makes
     the discrete gradient Gonzalez's and conserves energy but not necessarily momentum) and
     ``outer(pi) -> (rows,)``; ``rows``: equation labels. params: ``frames`` (n, n_parts, 4).
+    Kinds are equal when their functions are the same objects and their parts as many, so the
+    elements of one pair of functions are one kind (one copy of code in the compiled step).
     """
 
     invariant_fn: object
     outer_fn: object
     rows: tuple = ("g",)
+    n_parts: int = 0
 
     def invariants(self, p, Q):
         return jax.vmap(lambda f: jnp.atleast_1d(self.invariant_fn(*frames_of(Q, f))))(p["frames"])
@@ -55,15 +58,16 @@ class UserConstraint(InvariantConstraintKind):
         return jnp.broadcast_to(size[:, None], (size.shape[0], len(self.rows)))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class UserPotential(PotentialKind):
     """A user's potential U(π) of quadratic invariants π = invariants(*frames) (k,).
 
-    params: ``frames`` (n, n_parts, 4).
+    params: ``frames`` (n, n_parts, 4). Equal kinds as :class:`UserConstraint`'s.
     """
 
     invariant_fn: object
     energy_fn: object
+    n_parts: int = 0
 
     def invariants(self, p, Q):
         return jax.vmap(lambda f: jnp.atleast_1d(self.invariant_fn(*frames_of(Q, f))))(p["frames"])
@@ -81,6 +85,19 @@ def _check_parts(name, parts):
 
 def _coordinates_of(*frames):
     return jnp.concatenate([jnp.concatenate([f.position[None], f.directors]).ravel() for f in frames])
+
+
+@dataclass(frozen=True)
+class _OfCoordinates:
+    """``residual(*frames)`` as a function of the parts' coordinates π (n·12,) (the invariants of a
+    constraint given without any), equal for the same residual and number of parts."""
+
+    residual: object
+    n: int
+
+    def __call__(self, pi):
+        blocks = pi.reshape(self.n, 4, 3)
+        return self.residual(*[Frame(b[0], b[1:]) for b in blocks])
 
 
 class Constraint(ConstraintElement):
@@ -113,16 +130,11 @@ class Constraint(ConstraintElement):
             self._laws = [Law("invariants", invariants, "invariants(*frames), one Frame per part", frames, None,
                               "(k,) invariants quadratic in the coordinates"),
                           Law("residual", residual, "residual(pi), pi the invariants", None, (self.rows,), returns)]
+        labels, n = tuple(f"g{i}" for i in range(self.rows)), len(self._parts)
         if invariants is None:
-            n = len(self._parts)
-
-            def outer(pi):
-                blocks = pi.reshape(n, 4, 3)
-                return residual(*[Frame(b[0], b[1:]) for b in blocks])
-
-            self.kind = UserConstraint(_coordinates_of, outer, tuple(f"g{i}" for i in range(self.rows)))
+            self.kind = UserConstraint(_coordinates_of, _OfCoordinates(residual, n), labels, n)
         else:
-            self.kind = UserConstraint(invariants, residual, tuple(f"g{i}" for i in range(self.rows)))
+            self.kind = UserConstraint(invariants, residual, labels, n)
 
     def parts(self):
         return tuple(p for p in self._parts if not isinstance(p, Ground))
@@ -151,7 +163,7 @@ class Potential(ForceElement):
         self._laws = [Law("invariants", invariants, "invariants(*frames), one Frame per part",
                           (FRAME,) * len(self._parts), None, "(k,) invariants quadratic in the coordinates"),
                       Law("energy", energy, "energy(pi), pi the invariants", None, (), "a scalar energy in J")]
-        self.kind = UserPotential(invariants, energy)
+        self.kind = UserPotential(invariants, energy, len(self._parts))
 
     def parts(self):
         return tuple(p for p in self._parts if not isinstance(p, Ground))

@@ -187,10 +187,12 @@ def _library(module):
 
 def _by_name(x):
     """Library classes, callables and top-level functions are identified by their name; a library
-    function defined inside another (a wrapper carrying a user's law) is hashed by content."""
+    function defined inside another (a wrapper carrying a user's law) is hashed by content, as is
+    a library callable without a name of its own (an instance holding a user's law)."""
     module = getattr(x, "__module__", None)
     if not isinstance(module, str) or not _library(module):
         return False
     if isinstance(x, types.FunctionType):
         return "<" not in x.__qualname__
-    return isinstance(x, type) or (callable(x) and not isinstance(x, (functools.partial, types.MethodType)))
+    return isinstance(x, type) or (callable(x) and isinstance(getattr(x, "__qualname__", None), str)
+                                   and not isinstance(x, (functools.partial, types.MethodType)))
