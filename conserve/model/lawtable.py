@@ -57,20 +57,32 @@ class LawTable:
     def vmap(self, in_axes):
         """The laws over all elements, like ``jax.vmap(law, in_axes)`` of one law: arguments with
         axis 0 (pytrees of arrays with a leading element axis n) or None (shared); returns the
-        results stacked over the n elements in element order."""
+        results stacked over the n elements in element order. Each law reads its elements by a
+        slice where they are consecutive (a gather otherwise); the results are put in element
+        order by one gather, if they are not in it already."""
         if len(self.laws) == 1:
             return jax.vmap(self.laws[0], in_axes=in_axes)
 
         def evaluate(*args):
             outs = []
             for law, members in zip(self.laws, self.members):
-                idx = np.asarray(members, dtype=np.int64)
-                mine = [a if axis is None else jax.tree.map(lambda x: x[idx], a) for a, axis in zip(args, in_axes)]
+                take = _reader(members)
+                mine = [a if axis is None else jax.tree.map(take, a) for a, axis in zip(args, in_axes)]
                 outs.append(jax.vmap(law, in_axes=in_axes)(*mine))
             order = np.argsort(np.concatenate([np.asarray(m, dtype=np.int64) for m in self.members]))
-            return jax.tree.map(lambda *o: jnp.concatenate(o)[order], *outs)
+            in_order = np.array_equal(order, np.arange(order.size))
+            return jax.tree.map(lambda *o: jnp.concatenate(o) if in_order else jnp.concatenate(o)[order], *outs)
 
         return evaluate
+
+
+def _reader(members):
+    """x -> x[members] along the leading axis: a slice for consecutive members, else a gather."""
+    first, n = members[0], len(members)
+    if tuple(members) == tuple(range(first, first + n)):
+        return lambda x: jax.lax.slice_in_dim(x, first, first + n)
+    idx = np.asarray(members, dtype=np.int64)
+    return lambda x: x[idx]
 
 
 def without_laws(kind):
@@ -88,4 +100,3 @@ def with_tables(lawless, kinds):
         return lawless
     return replace(lawless, **{f: LawTable.of([getattr(k, f) for k in kinds]) if getattr(lawless, f) else None
                                for f in names})
-
