@@ -1,5 +1,6 @@
 """Benchmark: what a model structure costs before its first step — compilation of every model in
-``conserve.problems`` and of the N-link spherical chains (N = 32, 64) with the director and reduced
+``conserve.problems``, of a user's system (a 6-axis arm with a PD motor law of each joint's own,
+:func:`robot_arm`) and of the N-link spherical chains (N = 32, 64) with the director and reduced
 backends, each in a fresh process (no persistent compilation cache, no code compiled by another
 model), pinned to one core.
 
@@ -43,7 +44,34 @@ MODELS = {
     "slider-crank": "slider_crank()",
     **{f"P8 {name}": f"thompson_examples()[{name!r}][0]" for name in
        ("aircraft", "pendulum", "satellite", "connected joints", "rotorcraft", "wind turbine")},
+    "6-axis arm, joint motors": "robot_arm()",
 }
+
+
+def robot_arm(n=6):
+    """A user's system: an n-link arm standing on the ground, revolute joints about alternating
+    axes, each driven by a PD motor tracking a sinusoid of its own (its law a closure with its
+    own constants: the motors are one kind with a law table, ``conserve.model.lawtable``),
+    under gravity."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    import conserve as cs
+
+    axes = [(0, 0, 1), (0, 1, 0), (0, 1, 0), (1, 0, 0), (0, 1, 0), (1, 0, 0)]
+    elements, previous, top, length = [], cs.ground, np.zeros(3), 0.4
+    for i in range(n):
+        link = cs.RigidBody(f"link{i}", mass=2.0 - 0.2 * i, inertia=(0.03, 0.03, 0.005),
+                            position=top + [0.0, 0.0, length / 2])
+        joint = cs.Revolute(previous, link, at=top, axis=axes[i % len(axes)], name=f"joint{i}")
+
+        def pd(t, joint, amplitude=0.5, rate=1.0 + 0.3 * i):
+            return (200.0 * (amplitude * jnp.sin(rate * t) - joint.value)
+                    + 10.0 * (amplitude * rate * jnp.cos(rate * t) - joint.rate))
+
+        elements += [link, joint, cs.JointMotor(joint, pd, name=f"motor{i}")]
+        previous, top = link, top + [0.0, 0.0, length]
+    return cs.System([*elements, cs.Gravity((0, 0, -9.81))])
 
 CHILD = """
 import json, sys, time
@@ -52,6 +80,7 @@ tic = time.perf_counter()
 import conserve as cs
 from conserve.problems import *
 from chain_scaling import chain
+from compile_times import robot_arm
 imported = time.perf_counter() - tic
 system = eval({expr!r})
 tic = time.perf_counter()
@@ -103,7 +132,7 @@ def write(rows, modes, wall):
 
     import conserve
 
-    lines = ["# Compile times: every model of conserve.problems and the N-link chains", "",
+    lines = ["# Compile times: every model of conserve.problems, a 6-axis arm and the N-link chains", "",
              f"`taskset -c 0 python benchmarks/compile_times.py` — each model and backend in a fresh process "
              f"(no persistent compilation cache), pinned to CPU 0; {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} cores, conserve {conserve.__version__}, jax {jax.__version__}.", "",
