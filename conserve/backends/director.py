@@ -234,10 +234,10 @@ def sampled_jacobians(model: Model, state: State):
 def _sample_jacobians(model, state, noise):
     """(k, n, n) the step's dense Newton matrices for h = 1e-3 s at the initial guess plus each
     row of noise (k, n) (compiled once per model structure)."""
-    nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
+    nc = model.n_constraints
     with bound(model.parameters):  # the laws' Parameters read the model's values, as in the step
         x0 = initial_guess(model, state, jnp.zeros(nc), 1e-3)
-        jacobian = jax.jacfwd(lambda x: _residual(model, state, jnp.float64(0.0), 1e-3, x, nq, nc, nr))
+        jacobian = jax.jacfwd(lambda x: _residual(model, state, 0.0, 1e-3, x))
         return jax.lax.map(lambda e: jacobian(x0 + e), noise)
 
 
@@ -245,9 +245,22 @@ def _split(x, nq, nc, nr):
     return x[:nq], x[nq:nq + nc], x[nq + nc:nq + nc + nr], x[nq + nc + nr:]
 
 
-def _residual(model, state, t, h, x, nq, nc, nr):
-    r = equations(model, state, t, h, *_split(x, nq, nc, nr))
-    return jnp.concatenate(r if nr else r[:2])
+def _residual(model, state, t, h, x):
+    """The step's residual (R1, R2, R3, R4) (n,) at x = (Δq, λ̃, Δp̃, Δθ) (:func:`equations`), as
+    one jitted function of everything it reads: traced once per model structure and jax's cache
+    shares that trace with every program that evaluates it — the step's, the structure
+    detection's (:func:`sampled_jacobians`), the reduced backend's — instead of tracing the
+    model's code for each (a 6-axis arm with motors: 0.3 s per trace). t and h are made float64
+    arrays so that a Python float and a traced step hit the same trace."""
+    return _traced_residual(model, state, jnp.asarray(t, jnp.float64), jnp.asarray(h, jnp.float64), x)
+
+
+@jax.jit
+def _traced_residual(model, state, t, h, x):
+    with bound(model.parameters):  # the laws' Parameters read this trace's values of the model's
+        nq, nc, nr = model.n_coordinates, model.n_constraints, model.n_rotors
+        r = equations(model, state, t, h, *_split(x, nq, nc, nr))
+        return jnp.concatenate(r if nr else r[:2])
 
 
 def weights(state, x):
@@ -376,7 +389,7 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense(), memory=N
     blocks = (lambda r: jnp.concatenate(r)) if nr else (lambda r: jnp.concatenate(r[:2]))  # noqa: E731
 
     def residual(x):
-        return _residual(model, state, t, h, x, nq, nc, nr)
+        return _residual(model, state, t, h, x)
 
     x0 = initial_guess(model, state, lam, h, trend)
     size = blocks((jnp.zeros(nq), model.constraint_magnitudes(q0, state.theta, state.s, t + h), jnp.zeros(nr),

@@ -286,7 +286,7 @@ def _structured_form(model: Model, state: State, t, h, inner):
         return jnp.concatenate([increments(tree, Q0, x[:nd]), x[nd:]])
 
     def director_residual(xd):
-        return director._residual(model, state, t, h, xd, nq, nc, nr)
+        return director._residual(model, state, t, h, xd)
 
     def pullback(inverse, dxd):
         return jnp.concatenate([increment_rates(tree, inverse, dxd[:nq]), dxd[nq:]])
