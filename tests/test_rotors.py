@@ -79,6 +79,32 @@ def test_reaction_wheel_spin_up_is_exact():
     assert wheel_rate[-1] - wheel_rate[0] > 6.5  # it really spun up (by τ·5 s / J_a + 0.5 rad/s)
 
 
+def _constant_torque(c):
+    """A motor law of constant torque c (a factory: equal constants make laws that compute the same)."""
+    return lambda t, rotor: c
+
+
+def test_each_hybrid_rotor_runs_its_own_motor_law():
+    """Wheels whose motor laws differ (closures of their own constants; one law used by two
+    wheels that are not next to each other) each take their own torque: a hybrid rotor's axial
+    momentum grows by exactly h τ per step (its equation R3 without ropes or friction), so by c T
+    over the run, to round-off."""
+    core = cs.RigidBody("core", mass=100.0, inertia=(10.0, 15.0, 20.0), angular_velocity=(0.1, -0.05, 0.2))
+    torques = (0.05, -0.02, 0.05, 0.0, 0.03)  # 0: no motor
+    axes = (*np.eye(3), np.ones(3) / np.sqrt(3), np.array([1.0, -1.0, 0.0]) / np.sqrt(2))
+    wheels = [cs.Rotor(f"wheel{i}", on=core, axis=axis, offset=0.5 * axis, mass=2.0, axial_inertia=0.02,
+                       transverse_inertia=0.012, spin_rate=100.0 * (i + 1),
+                       motor=_constant_torque(c) if c else None)
+              for i, (axis, c) in enumerate(zip(axes, torques))]
+    T = 0.5
+    sol = cs.simulate(cs.System([core, *wheels]), t_end=T, dt=1e-2)
+    for wheel, c in zip(wheels, torques):
+        p = sol.rotor(wheel.name).momentum
+        np.testing.assert_allclose(p[-1] - p[0], c * T, rtol=0, atol=1e-14 * (1 + np.max(np.abs(p))))
+    E0 = abs(sol.energy.total[0])
+    assert np.max(np.abs(sol.energy_balance_error)) <= 1e-12 * E0
+
+
 def core_coordinates(sol):
     """The common coordinates of both models: the core's φ and directors at the end."""
     return np.concatenate([sol["core"].position[-1], sol["core"].rotation[-1].T.ravel()])

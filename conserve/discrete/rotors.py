@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from ..kinematics.rotations import solve3
 from ..kinematics.tensor import contract
 from ..model.assembled import EPS, Model
-from ..model.terms import BodyState, RotorState, midpoint_state
+from ..model.terms import midpoint_state
 
 
 def rotor_step(model: Model, t, h, state, q1, dp, dtheta):
@@ -39,14 +39,10 @@ def rotor_step(model: Model, t, h, state, q1, dp, dtheta):
     force = jnp.zeros((q0.shape[0] // 3, 3), q0.dtype).at[idx].add(gyro + dp[:, None, None] * r).ravel()
     r_dq = jnp.sum(r * dd, axis=(1, 2))
     rate = dtheta / h
-    master = midpoint_state(q0.reshape(-1, 3), q1.reshape(-1, 3), rp["frame"], h)
-    motor = []
-    for k, law in enumerate(model.rotor_laws):
-        if law is not None:
-            rotor = RotorState(state.theta[k] + 0.5 * dtheta[k], rate[k], BodyState(*(x[k] for x in master)))
-            motor.append((k, law(t + 0.5 * h, rotor)))
-    tau_motor = jnp.zeros_like(dp)
-    for k, tau_k in motor:
-        tau_motor = tau_motor.at[k].set(tau_k)
-    work = jnp.stack([tau_k * dtheta[k] for k, tau_k in motor]) if motor else jnp.zeros((0,), q0.dtype)
+    if any(law is not None for law in model.rotor_laws):
+        master = midpoint_state(q0.reshape(-1, 3), q1.reshape(-1, 3), rp["frame"], h)
+        tau_motor, motors = model.rotor_motors(t + 0.5 * h, state.theta + 0.5 * dtheta, rate, master)
+        work = tau_motor[motors] * dtheta[motors]
+    else:
+        tau_motor, work = jnp.zeros_like(dp), jnp.zeros((0,), q0.dtype)
     return force, r_dq, tau_motor - rp["friction"] * rate, work, rp["friction"] * rate * dtheta

@@ -12,7 +12,7 @@ constant; s (n_s,) are the tracked joint coordinates of spring-damper-motor elem
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import NamedTuple
 
 import jax
@@ -21,7 +21,8 @@ import numpy as np
 
 from ..kinematics.frames import GROUND_BLOCKS
 from ..kinematics.tensor import contract
-from .terms import BodyState, Configuration, RotorState, midpoint_state
+from .lawtable import LawTable
+from .terms import Configuration, RotorState, midpoint_state
 
 
 class State(NamedTuple):
@@ -339,10 +340,25 @@ class Model:
         tau_r = jnp.zeros_like(p)
         if any(law is not None for law in self.rotor_laws):
             rates = self.rotor_relative_rates(q, v, p)
-            master = midpoint_state(Qa, Qb, self.rotor_params["frame"], 1.0)
-            for k, law in enumerate(self.rotor_laws):
-                if law is not None:
-                    tau_k = law(t, RotorState(theta[k], rates[k], BodyState(*(x[k] for x in master))))
-                    tau_r = tau_r.at[k].set(tau_k)
-                    power.append(tau_k * rates[k][None])
+            tau_r, motors = self.rotor_motors(t, theta, rates, midpoint_state(Qa, Qb, self.rotor_params["frame"], 1.0))
+            power.append(tau_r[motors] * rates[motors])
         return f, tau_r, jnp.concatenate(power) if power else jnp.zeros((0,), q.dtype)
+
+    def rotor_motors(self, t, angle, rate, master):
+        """(τ (n_r,), motors): the hybrid rotors' motor torques in N m at time t (s), 0 for a rotor
+        without a motor, from each rotor's spin ``angle`` (rad) and ``rate`` (rad/s) relative to its
+        master and the masters' BodyStates ``master`` (leading axis n_r); ``motors`` (numpy) the
+        rotors with a motor. Each distinct law runs once, on its rotors (a law table,
+        :mod:`~conserve.model.lawtable`)."""
+        motors = np.array([k for k, law in enumerate(self.rotor_laws) if law is not None], dtype=np.int64)
+        states = RotorState(angle[motors], rate[motors], jax.tree.map(lambda x: x[motors], master))
+        tau = _rotor_table(self.rotor_laws).vmap((None, 0))(t, states)
+        source = np.full(len(self.rotor_laws), motors.size)  # each rotor's motor, or the zero after the last
+        source[motors] = np.arange(motors.size)
+        return jnp.concatenate([tau, jnp.zeros(1, tau.dtype)])[source], motors
+
+
+@lru_cache(maxsize=64)
+def _rotor_table(laws):
+    """The :class:`~conserve.model.lawtable.LawTable` of the motor laws among a model's ``rotor_laws``."""
+    return LawTable.of([law for law in laws if law is not None])
