@@ -41,9 +41,9 @@ class LawTable:
 
     @classmethod
     def of(cls, laws) -> LawTable:
-        """The table of the elements' laws (one per element, in element order): laws that are
-        the same object, or that compute the same (:class:`~conserve.model.identity.LawHasher`;
-        one whose state cannot be read only with itself), are one law."""
+        """The table of the elements' laws (one per element, in element order): laws that
+        compute the same (:class:`~conserve.model.identity.LawHasher`; an opaque one, whose state
+        cannot be read, equals only itself) are one law."""
         keys, distinct, members = {}, [], []
         for i, law in enumerate(laws):
             hasher = LawHasher()
