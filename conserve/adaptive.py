@@ -228,7 +228,7 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
                       first, mode, progress):
     """The adaptive run of :func:`conserve.simulate` (its checked arguments; ``first`` the node at
     t0 as a piece): (Solution, ConvergenceError or None)."""
-    from .compilation import compiler_options
+    from .compilation import compiler_options, compiling
     from .simulate import NODE_FIELDS, assemble_solution, kernel_code
 
     model = assembly.model
@@ -254,36 +254,38 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
 
     pieces, open_steps = [first], []  # open_steps: the steps since the last kept node (saveat)
     rejections, attempts, steps_taken, done, failed = [], 0, 0, False, False
-    tic = time.perf_counter()
     kept_nodes = lambda: sum(len(p["node_t"]) for p in pieces[1:])  # noqa: E731
-    try:
-        while not (done or failed):
-            (carry, t, h, h_last, err_prev, past, k_save, done, failed, failure), out = run(*args)
-            args[1:7], args[8] = [carry, t, h, h_last, err_prev, past], k_save
-            done, failed = bool(done), bool(failed)
-            out = jax.tree.map(np.asarray, out)
-            active = out["active"]
-            attempts += int(np.sum(active))
-            rejected = active & ~out["accepted"]
-            rejections += list(zip(out["t"][rejected], out["h"][rejected], out["err"][rejected]))
-            steps = _accepted_steps(out)
-            steps_taken += len(steps)
-            if saveat is None:
-                kept = steps
-            else:
-                open_steps += steps
-                kept, open_steps = _saved_intervals(open_steps)
-            if kept:
-                pieces.append(_piece(model, kept, NODE_FIELDS))
-            if progress is not None:
-                progress(float(t) - t0, t_end - t0)
-    except BaseException as err:  # a progress callback's error, Ctrl-C: the nodes kept so far are kept
-        n = kept_nodes()
-        keep_partial(err, lambda: assemble_solution(assembly, settings, backend, pieces, n, False, None, compile_time,
-                                                    time.perf_counter() - tic)[0],
-                     n, float(pieces[-1]["node_t"][-1]) if n else t0)
-        raise
-    run_time = time.perf_counter() - tic
+    with compiling() as compiled:  # what the loop compiles on first use (diagnostics) is compilation, not run
+        tic = time.perf_counter()
+        times = lambda: (compile_time + compiled(), time.perf_counter() - tic - compiled())  # noqa: E731
+        try:
+            while not (done or failed):
+                (carry, t, h, h_last, err_prev, past, k_save, done, failed, failure), out = run(*args)
+                args[1:7], args[8] = [carry, t, h, h_last, err_prev, past], k_save
+                done, failed = bool(done), bool(failed)
+                out = jax.tree.map(np.asarray, out)
+                active = out["active"]
+                attempts += int(np.sum(active))
+                rejected = active & ~out["accepted"]
+                rejections += list(zip(out["t"][rejected], out["h"][rejected], out["err"][rejected]))
+                steps = _accepted_steps(out)
+                steps_taken += len(steps)
+                if saveat is None:
+                    kept = steps
+                else:
+                    open_steps += steps
+                    kept, open_steps = _saved_intervals(open_steps)
+                if kept:
+                    pieces.append(_piece(model, kept, NODE_FIELDS))
+                if progress is not None:
+                    progress(float(t) - t0, t_end - t0)
+        except BaseException as err:  # a progress callback's error, Ctrl-C: the nodes kept so far are kept
+            n = kept_nodes()
+            keep_partial(err, lambda: assemble_solution(assembly, settings, backend, pieces, n, False, None,
+                                                        *times())[0],
+                         n, float(pieces[-1]["node_t"][-1]) if n else t0)
+            raise
+        compile_time, run_time = times()
     n = kept_nodes()
     solution, _ = assemble_solution(assembly, settings, backend, pieces, n, False, None, compile_time, run_time)
     solution.stats.update({"steps": steps_taken, "time_per_step": run_time / max(steps_taken, 1),

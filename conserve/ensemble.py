@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .backends import ReferenceBackend
-from .compilation import jit_quick, resolved_mode
+from .compilation import compiling, jit_quick, resolved_mode
 from .errors import CoarseStepWarning, ConstraintWarning, ConvergenceError, InconsistentInitialState, ModelError
 from .failures import keep_partial
 from .fingerprint import fingerprint
@@ -143,7 +143,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     args = (model, carry, n, n, np.float64(t0), np.float64(dt))  # numpy: no dispatch per argument
     run, compile_time = compile_chunks(backend, chunk, args, batch, settings["compile"])
 
-    def ensemble(run_time) -> Ensemble:
+    def ensemble(compile_time, run_time) -> Ensemble:
         """The Ensemble of the chunks run so far: each member's Solution of its n[i] steps, the
         ConvergenceErrors of the failures."""
         # every member's nodes and steps at once, (m, k, ...): its first node, then what every chunk
@@ -175,25 +175,28 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
                  "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
         return Ensemble(solutions, errors, stats)
 
-    tic = time.perf_counter()
-    try:
-        while np.any((n < n_steps) & ~failed):
-            n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed
-            (carry, n_new, failed_now, failure), out = run(model, carry, n, n_end, *args[4:])
-            n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
-            # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
-            times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))
-            chunks.append((out, _per_chunk(_chunk_diagnostics, batch, model, (out.node, times)), n_new - n))
-            failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
-                             for i in np.flatnonzero(failed_now)})
-            n, failed = n_new, failed | failed_now
-            if progress is not None:
-                progress(int(np.max(n)), n_steps)
-    except BaseException as err:  # a progress callback's error, Ctrl-C: the finished chunks' steps are kept
-        furthest = int(np.max(n))
-        keep_partial(err, lambda: ensemble(time.perf_counter() - tic), furthest, t0 + furthest * dt)
-        raise
-    return ensemble(time.perf_counter() - tic)
+    with compiling() as compiled:  # what the loop compiles on first use (diagnostics) is compilation, not run
+        tic = time.perf_counter()
+        times = lambda: (compile_time + compiled(), time.perf_counter() - tic - compiled())  # noqa: E731
+        try:
+            while np.any((n < n_steps) & ~failed):
+                n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed
+                (carry, n_new, failed_now, failure), out = run(model, carry, n, n_end, *args[4:])
+                n_new, failed_now = np.asarray(n_new), np.asarray(failed_now)
+                # the new nodes' diagnostics, every member at once (member i's nodes at t0 + (n_i + k + 1) dt)
+                node_times = t0 + dt * (n[:, None] + 1 + np.arange(chunk))
+                chunks.append((out, _per_chunk(_chunk_diagnostics, batch, model, (out.node, node_times)), n_new - n))
+                failures.update({int(i): (np.asarray(failure[0][i]), np.asarray(failure[1][i]))
+                                 for i in np.flatnonzero(failed_now)})
+                n, failed = n_new, failed | failed_now
+                if progress is not None:
+                    progress(int(np.max(n)), n_steps)
+        except BaseException as err:  # a progress callback's error, Ctrl-C: the finished chunks' steps are kept
+            furthest = int(np.max(n))
+            keep_partial(err, lambda: ensemble(*times()), furthest, t0 + furthest * dt)
+            raise
+        spent = times()
+    return ensemble(*spent)
 
 
 def _first_steps(tree, k):

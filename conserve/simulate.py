@@ -23,7 +23,8 @@ import numpy as np
 
 from . import checkpoint as checkpoints
 from .adaptive import Adaptive, simulate_adaptive
-from .compilation import KERNEL_SIZE, KERNEL_UNKNOWNS, MODES, compiler_options, loops_as_kernels, resolved_mode
+from .compilation import (KERNEL_SIZE, KERNEL_UNKNOWNS, MODES, compiler_options, compiling, loops_as_kernels,
+                          resolved_mode)
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .backends.base import Wrapper
 from .backends.compose import check_order
@@ -615,7 +616,9 @@ def _restored(backend: StepBackend, assembly, stored) -> Carry:
 
 def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt, progress) -> Solution:
     """The time loop from step n (``carry`` at t_n) to the end; ``pieces`` hold what was computed
-    before (dicts of node_*, step_*, diag_* arrays, the checkpoint layout)."""
+    before (dicts of node_*, step_*, diag_* arrays, the checkpoint layout). What the loop compiles
+    on first use (the nodes' diagnostics) counts as compilation, not run time
+    (:func:`~conserve.compilation.compiling`)."""
     model = assembly.model
     t0, dt, n_steps = settings["t0"], settings["dt"], settings["n_steps"]
     # numpy scalars, not jax ones: each jax scalar made in Python is a dispatch of its own (~50 µs)
@@ -623,26 +626,27 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     run, compile_time = compile_chunks(backend, settings["chunk"], args, mode=settings["compile"])
 
     failed, failure = False, None
-    tic = time.perf_counter()
-    try:
-        while n < n_steps and not failed:
-            (carry, n_new, failed, failure), out = run(model, carry, np.int32(n), *args[3:])
-            out = jax.tree.map(np.asarray, out)
-            taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
-            diag = diagnostics(model, jax.tree.map(lambda a: a[:taken], out.node),
-                               t0 + dt * np.arange(n + 1, n + 1 + taken), settings["compile"])
-            pieces.append(piece(out, int(n_new) - n, diag))
-            done, n, failed = int(n_new) - n, int(n_new), bool(failed)
-            if ckpt is not None and done:
-                checkpoints.write(ckpt, n, _carry(carry), pieces[-1])
-            if progress is not None:
-                progress(n, n_steps)
-    except BaseException as err:  # a progress callback's error, Ctrl-C: the finished chunks' steps are kept
-        keep_partial(err, lambda: assemble_solution(assembly, settings, backend, pieces, n, False, None, compile_time,
-                                                    time.perf_counter() - tic)[0], n, t0 + n * dt)
-        raise
-    solution, error = assemble_solution(assembly, settings, backend, pieces, n, failed, failure, compile_time,
-                                        time.perf_counter() - tic)
+    with compiling() as compiled:
+        tic = time.perf_counter()
+        times = lambda: (compile_time + compiled(), time.perf_counter() - tic - compiled())  # noqa: E731
+        try:
+            while n < n_steps and not failed:
+                (carry, n_new, failed, failure), out = run(model, carry, np.int32(n), *args[3:])
+                out = jax.tree.map(np.asarray, out)
+                taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
+                diag = diagnostics(model, jax.tree.map(lambda a: a[:taken], out.node),
+                                   t0 + dt * np.arange(n + 1, n + 1 + taken), settings["compile"])
+                pieces.append(piece(out, int(n_new) - n, diag))
+                done, n, failed = int(n_new) - n, int(n_new), bool(failed)
+                if ckpt is not None and done:
+                    checkpoints.write(ckpt, n, _carry(carry), pieces[-1])
+                if progress is not None:
+                    progress(n, n_steps)
+        except BaseException as err:  # a progress callback's error, Ctrl-C: the finished chunks' steps are kept
+            keep_partial(err, lambda: assemble_solution(assembly, settings, backend, pieces, n, False, None,
+                                                        *times())[0], n, t0 + n * dt)
+            raise
+        solution, error = assemble_solution(assembly, settings, backend, pieces, n, failed, failure, *times())
     if error is not None:
         raise error
     return solution

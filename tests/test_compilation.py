@@ -184,3 +184,26 @@ def test_jax_used_before_conserve_keeps_lapacks_lu():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_compiling_counts_the_compilations_inside_its_block_only():
+    """A run's time leaves out what its loop compiles on first use (its nodes' diagnostics) by
+    ``compiling()``: it counts XLA's lowering and compilation inside its block — none for code
+    compiled before, an inner block's in the outer's too."""
+    import jax
+    import jax.numpy as jnp
+
+    from conserve.compilation import compiling
+
+    f = jax.jit(lambda x: jnp.sin(x) * 1.2345 + 0.678)
+    f(0.5)  # compiled outside
+    with compiling() as outer:
+        f(1.0)
+        assert outer() == 0.0
+        with compiling() as inner:
+            g = jax.jit(lambda x: jnp.cos(x) * 2.3456 - 0.789)
+            g(1.0)
+            spent = inner()
+        assert spent > 0.0 and outer() == spent
+        g(2.0)
+        assert outer() == spent
