@@ -85,6 +85,7 @@ import contextlib
 import functools
 import os
 import threading
+import time
 from pathlib import Path
 
 import jax
@@ -222,35 +223,49 @@ def jit_quick(fn=None, *, mode="quick", **jit_kwargs):
     return wrapper
 
 
-#: jax's monitoring events of making a program that :func:`compiling` counts: lowering to MLIR and
-#: XLA's compilation (tracing is left out: a nested function's trace is timed inside its caller's)
-COMPILE_EVENTS = ("/jax/core/compile/jaxpr_to_mlir_module_duration", "/jax/core/compile/backend_compile_duration")
+#: jax's monitoring events of making a program that :func:`compiling` counts: tracing, lowering to
+#: MLIR and XLA's compilation
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration")
 
-_spent = threading.local()
+_spans = threading.local()
 
 
 def _count(event, duration, **_):
-    if event in COMPILE_EVENTS and getattr(_spent, "seconds", None) is not None:
-        _spent.seconds += duration
+    spans = getattr(_spans, "open", None)
+    if event in COMPILE_EVENTS and spans is not None:
+        end = time.perf_counter()
+        spans.append((end - duration, end))
 
 
 jax.monitoring.register_event_duration_secs_listener(_count)
 
 
+def _covered(spans):
+    """The length of the union of the intervals (a nested function's trace lies inside its caller's)."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 @contextlib.contextmanager
 def compiling():
-    """The seconds this thread spends lowering and compiling programs inside the block (jax's
-    monitoring events): yields a function that returns them so far. A run subtracts them from its
-    time and adds them to its compilation, so that its time per step does not hold what it
-    compiles on first use inside its loop — its nodes' diagnostics (a first heavy-top run of 1,000
-    steps: 158 µs per step with them, 6 without), a recovery's sub-steps."""
-    outer = getattr(_spent, "seconds", None)
-    _spent.seconds = 0.0
+    """The seconds this thread spends tracing, lowering and compiling programs inside the block
+    (jax's monitoring events; nested traces counted once): yields a function that returns them so
+    far. A run subtracts them from its time and adds them to its compilation, so that its time per
+    step does not hold what it compiles on first use inside its loop — its nodes' diagnostics (a
+    first heavy-top run of 1,000 steps: 158 µs per step with them, 6 without), a recovery's
+    sub-steps."""
+    outer = getattr(_spans, "open", None)
+    _spans.open = []
     try:
-        yield lambda: _spent.seconds
+        yield lambda: _covered(_spans.open)
     finally:
-        inner = _spent.seconds
-        _spent.seconds = None if outer is None else outer + inner
+        inner = _spans.open
+        _spans.open = None if outer is None else outer + inner
 
 
 def default_directory() -> Path:

@@ -188,8 +188,8 @@ def test_jax_used_before_conserve_keeps_lapacks_lu():
 
 def test_compiling_counts_the_compilations_inside_its_block_only():
     """A run's time leaves out what its loop compiles on first use (its nodes' diagnostics) by
-    ``compiling()``: it counts XLA's lowering and compilation inside its block — none for code
-    compiled before, an inner block's in the outer's too."""
+    ``compiling()``: it counts the tracing, lowering and compilation inside its block — none for
+    code compiled before, an inner block's in the outer's too."""
     import jax
     import jax.numpy as jnp
 
