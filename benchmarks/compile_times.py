@@ -7,8 +7,8 @@ model), pinned to one core.
     taskset -c 0 python benchmarks/compile_times.py [--chains 32 64] [--modes auto quick optimized]
 
 Per model and backend: ``sol.stats['compile_time']`` of the first ``simulate`` call (tracing,
-lowering and XLA's compilation of the run's compiled chunk: what the issue's target of ≤ 5 s
-measures), the wall time of ``assemble()`` and of that first ``simulate`` (10 steps, including
+lowering and XLA's compilation of the run's compiled chunk and of its nodes' diagnostics: what the
+issue's target of ≤ 5 s measures), the wall time of ``assemble()`` and of that first ``simulate`` (10 steps, including
 structure detection, the first node's diagnostics and the steps), for each code generation
 (``simulate(..., compile=...)``, :mod:`conserve.compilation`): "auto", the default (a run this short
 compiles unoptimized), "quick" (what "auto" takes for runs of more than 10⁵ unknown-steps) and
@@ -137,7 +137,8 @@ def write(rows, modes, wall):
              f"(no persistent compilation cache), pinned to CPU 0; {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} cores, conserve {conserve.__version__}, jax {jax.__version__}.", "",
              "compile = `sol.stats['compile_time']` of the first `simulate` (tracing, lowering and XLA's compilation "
-             "of the run's chunk; the target: ≤ 5 s); first call = wall time of that `simulate` (10 steps of 1 ms, "
+             "of the run's chunk and of what its loop compiles on first use, its nodes' diagnostics; the target: "
+             "≤ 5 s); first call = wall time of that `simulate` (10 steps of 1 ms, "
              "with structure detection and the first node's diagnostics); assemble = `system.assemble()` (checks "
              "compiled there). Code generation (`simulate(..., compile=...)`, `conserve/compilation.py`): 'auto', "
              "the default, which compiles a run this short unoptimized (LLVM -O0) and runs of more than 10⁵ "
