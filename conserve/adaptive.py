@@ -228,7 +228,7 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
                       first, mode, progress):
     """The adaptive run of :func:`conserve.simulate` (its checked arguments; ``first`` the node at
     t0 as a piece): (Solution, ConvergenceError or None)."""
-    from .compilation import compiler_options, compiling
+    from .compilation import compiler_options, run_times
     from .simulate import NODE_FIELDS, assemble_solution, kernel_code
 
     model = assembly.model
@@ -255,9 +255,7 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
     pieces, open_steps = [first], []  # open_steps: the steps since the last kept node (saveat)
     rejections, attempts, steps_taken, done, failed = [], 0, 0, False, False
     kept_nodes = lambda: sum(len(p["node_t"]) for p in pieces[1:])  # noqa: E731
-    with compiling() as compiled:  # what the loop compiles on first use (diagnostics) is compilation, not run
-        tic = time.perf_counter()
-        times = lambda: (compile_time + compiled(), time.perf_counter() - tic - compiled())  # noqa: E731
+    with run_times(compile_time) as times:  # what the loop compiles on first use (diagnostics) is compilation
         try:
             while not (done or failed):
                 (carry, t, h, h_last, err_prev, past, k_save, done, failed, failure), out = run(*args)

@@ -268,6 +268,15 @@ def compiling():
         _spans.open = None if outer is None else outer + inner
 
 
+@contextlib.contextmanager
+def run_times(compile_time=0.0):
+    """A run's clock: yields a function returning (compile_time + what the block compiled, the
+    block's other seconds) so far (:func:`compiling`): the compile and run times a run reports."""
+    with compiling() as compiled:
+        tic = time.perf_counter()
+        yield lambda: (compile_time + compiled(), time.perf_counter() - tic - compiled())
+
+
 def default_directory() -> Path:
     """``$XDG_CACHE_HOME/conserve/jax`` (``~/.cache/conserve/jax``)."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "conserve" / "jax"

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import time
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -35,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .backends import ReferenceBackend
-from .compilation import compiling, jit_quick, resolved_mode
+from .compilation import jit_quick, resolved_mode, run_times
 from .errors import CoarseStepWarning, ConstraintWarning, ConvergenceError, InconsistentInitialState, ModelError
 from .failures import keep_partial
 from .fingerprint import fingerprint
@@ -175,9 +174,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
                  "time_per_member_step": run_time / max(int(np.sum(n)), 1)}
         return Ensemble(solutions, errors, stats)
 
-    with compiling() as compiled:  # what the loop compiles on first use (diagnostics) is compilation, not run
-        tic = time.perf_counter()
-        times = lambda: (compile_time + compiled(), time.perf_counter() - tic - compiled())  # noqa: E731
+    with run_times(compile_time) as times:  # what the loop compiles on first use (diagnostics) is compilation
         try:
             while np.any((n < n_steps) & ~failed):
                 n_end = np.where(failed, n, n_steps).astype(np.int32)  # a failed member stays where it failed

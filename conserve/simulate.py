@@ -23,8 +23,8 @@ import numpy as np
 
 from . import checkpoint as checkpoints
 from .adaptive import Adaptive, simulate_adaptive
-from .compilation import (KERNEL_SIZE, KERNEL_UNKNOWNS, MODES, compiler_options, compiling, loops_as_kernels,
-                          resolved_mode)
+from .compilation import (KERNEL_SIZE, KERNEL_UNKNOWNS, MODES, compiler_options, loops_as_kernels, resolved_mode,
+                          run_times)
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
 from .backends.base import Wrapper
 from .backends.compose import check_order
@@ -626,9 +626,7 @@ def _run(assembly, settings, backend: StepBackend, carry: Carry, n, pieces, ckpt
     run, compile_time = compile_chunks(backend, settings["chunk"], args, mode=settings["compile"])
 
     failed, failure = False, None
-    with compiling() as compiled:
-        tic = time.perf_counter()
-        times = lambda: (compile_time + compiled(), time.perf_counter() - tic - compiled())  # noqa: E731
+    with run_times(compile_time) as times:  # what the loop compiles on first use (diagnostics) is compilation
         try:
             while n < n_steps and not failed:
                 (carry, n_new, failed, failure), out = run(model, carry, np.int32(n), *args[3:])
