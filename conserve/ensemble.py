@@ -12,7 +12,11 @@ whose Newton matrices stay in the core's caches, one group after another in the 
 chunk fitted to it (``fitted_chunk``: no outputs of a whole chunk per member to fill and
 diagnose). Every member is the same discrete step as alone (energy, momentum, constraints exact
 per member); its Newton iteration runs until *every* member has converged, each member stopping
-its own corrections once converged.
+its own corrections once converged. Factors of the Newton matrix are carried from step to step
+as in single runs, and a Jacobian one member needs is formed for all members of its group still
+iterating (``StepBackend.for_ensembles``, ``Newton.members``): vmapped,
+it is formed for all of them anyway, and taken together their Jacobians are as rare as a single
+run's.
 
 A member whose step fails keeps its steps up to the failure, which is recorded (not raised);
 the others run on. Laws are compared by what they compute (:mod:`conserve.fingerprint`:

@@ -29,7 +29,7 @@ from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBacken
 from .backends.base import Wrapper
 from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
-from .discrete.newton import Newton, run_if
+from .discrete.newton import MEMBERS, Newton, run_if
 from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError, is_count
 from .failures import convergence_error, keep_partial, refuse_non_finite_energy
 from .model.assembled import Model, State
@@ -145,8 +145,8 @@ def _chunk_fn(backend: StepBackend, length, batch=None, group=None):
         step, first = one, start
         if batch is not None:
             axes = model_axes(model, batch)
-            step = jax.vmap(one, in_axes=(axes, 0, 0, None, None))
-            first = jax.vmap(start, in_axes=(axes, 0, None, None))
+            step = jax.vmap(one, in_axes=(axes, 0, 0, None, None), axis_name=MEMBERS)
+            first = jax.vmap(start, in_axes=(axes, 0, None, None), axis_name=MEMBERS)
         state = (carry, n0, jnp.zeros_like(n0, dtype=bool), first(model, carry, t0, h))
         shapes = jax.eval_shape(step, model, state, n_end, t0, h)[1]
         outputs = jax.tree.map(lambda a: jnp.zeros((length, *a.shape), a.dtype), shapes)

@@ -90,14 +90,6 @@ class Director(StepBackend):
         memory = empty_memory(np.zeros(unknowns(model), state.q.dtype), self._linear, directors(model, state.q))
         return Carry(state, lam, memory, trend)
 
-    def for_ensembles(self) -> Director:
-        """``reuse="auto"`` carries no factors in an ensemble: a vmapped Newton forms a Jacobian
-        whenever any member needs one (:func:`~conserve.discrete.newton.run_if`), so carried
-        factors save none, and their extra chords cost every member (1,000 heavy tops, pinned:
-        83 µs per member-step with them, the loop of single runs 20; in groups of 8–64 members,
-        Gauss–Jordan inverses: 24–33 µs with them, 13–18 without)."""
-        return replace(self, reuse=False) if self.reuse == "auto" else self
-
     def _reuses(self, model: Model):
         """Whether factors are carried across steps (``reuse``: "auto" with the plain dense LU and
         with the tree solver of at most ``REUSE_MAX_LEVELS`` levels, for a model whose Newton

@@ -56,11 +56,19 @@ class Newton:
         instead of through the iterations, so that ``jax.grad`` of a step works (reverse mode
         cannot differentiate a ``while_loop``). Costs only tracing time (+10–25 % compile time,
         nothing per step); default False, :func:`conserve.step` turns it on.
+    members : str or None
+        The name of the ``jax.vmap`` axis of an ensemble's members (``MEMBERS``, set by
+        :func:`conserve.simulate_batch` through ``StepBackend.for_ensembles``; None, the default,
+        for a single run): vmapped, a Newton matrix is formed for every member whenever one member
+        needs it (``run_if``), so every member still correcting then takes a Newton step with
+        it and keeps its factors, and the members of a group need Jacobians together rather than
+        one after another.
     """
 
     tol: float = 1e-12
     max_iterations: int = 25
     implicit: bool = False
+    members: str | None = None
 
     def __post_init__(self):
         if not (isinstance(self.tol, numbers.Real) and 0 < self.tol < 1):
@@ -71,6 +79,9 @@ class Newton:
         object.__setattr__(self, "tol", float(self.tol))  # plain Python numbers (hashed with the compiled code)
         object.__setattr__(self, "max_iterations", int(self.max_iterations))
 
+
+#: The name of the vmapped axis of an ensemble's members (:attr:`Newton.members`)
+MEMBERS = "members"
 
 #: A chord correction (with the last Jacobian's factors) is taken instead of a Newton one while it
 #: is at most this fraction of the previous correction: the chord iteration's linear rate; a
@@ -305,8 +316,13 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             return x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, jnp.asarray(jnp.inf, x.dtype)
 
         chord_rate = jnp.where(k > 0, rate, jnp.inf)
+        need = ~(chord_ok | contracting)
+        if options.members is not None:  # an ensemble's members (vmapped): a Jacobian for one is one for all
+            # still iterating (a member that has stopped is not updated: its need is not counted)
+            others = jax.lax.psum((need & cond(carry)).astype(jnp.int32), options.members) > 0
+            need = others & ~chord_ok
         x_new, factors, fresh, done, last_dx, last_rate = run_if(
-            ~(chord_ok | contracting), newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate))
+            need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate))
         return (x_new, factors, jnp.bool_(True), fresh, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx,
                 last_rate, x, r)
 
