@@ -109,7 +109,11 @@ def _chunk_fn(backend: StepBackend, length, batch=None, group=None):
             active = (n < n_end) & ~failed
             shapes = jax.eval_shape(evaluate, model, carry, t0, h)[1]
             record0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)._replace(converged=jnp.bool_(True))
-            new, record = run_if(active, lambda: evaluate(model, carry, t0 + n * h, h), (carry, record0))
+            # (vmapped, the step is computed for every member while one steps: a skipping member's
+            # with a NaN step size, whose Newton iteration stops at its first iterate and asks the
+            # others for no Jacobians, instead of repeating a failed step to its iteration limit)
+            skip_h = jnp.where(active, h, jnp.nan)
+            new, record = run_if(active, lambda: evaluate(model, carry, t0 + n * skip_h, skip_h), (carry, record0))
         failed_now = active & ~record.converged
         keep = lambda old, upd: jnp.where(failed_now, old, upd)  # noqa: E731
         failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
