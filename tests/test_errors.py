@@ -133,6 +133,8 @@ def test_arguments_of_the_wrong_kind_are_refused_by_name():
         cs.set_joints(cs.problems.double_pendulum(), [("elbow", 0.5)])
     with pytest.raises(ValueError, match="tol must lie in"):
         cs.Newton(tol="1e-10")
+    with pytest.raises(ValueError, match="members must name a vmapped axis"):
+        cs.Newton(members=0)
     assert cs.Newton(max_iterations=np.int64(10)).max_iterations == 10  # a numpy integer is an integer
 
 

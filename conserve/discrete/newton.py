@@ -76,6 +76,8 @@ class Newton:
         if (isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, numbers.Integral)
                 or self.max_iterations < 1):
             raise ValueError(f"Newton: max_iterations must be an integer ≥ 1, got {self.max_iterations!r}.")
+        if self.members is not None and not isinstance(self.members, str):
+            raise ValueError(f"Newton: members must name a vmapped axis (a str) or be None, got {self.members!r}.")
         object.__setattr__(self, "tol", float(self.tol))  # plain Python numbers (hashed with the compiled code)
         object.__setattr__(self, "max_iterations", int(self.max_iterations))
 
