@@ -20,8 +20,8 @@ By backend: the same comparison (T = 1 s, the ensemble's median of three compile
 ``backend="reduced"`` on both sides.
 
 By run length: the same comparison for T = 0.01 s and 0.1 s (10 and 100 steps; the loop's mean
-over ``LOOP`` calls, the ensemble's median of three compiled calls), where the fixed cost of a call (checks,
-the first node, building the Solution: ~2–3 ms for ``cs.simulate``) weighs more.
+over ``LOOP`` calls, the ensemble's median of three compiled calls), where the fixed cost of a
+call (checks, the first node, building the Solution: ~2–3 ms for ``cs.simulate``) weighs more.
 
 Gradient cost: ``jax.grad`` of the top's centre-of-mass x after 200 steps with respect to the
 scale of its initial velocity, through ``cs.trajectory`` (an implicit-function solve per step,
