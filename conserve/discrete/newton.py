@@ -92,13 +92,18 @@ CHORD_CONTRACTION = 0.1
 
 #: A chord correction δ_k (with this solve's factors or an earlier step's) is accepted only when
 #: it is below the tolerance and the error it leaves is below the round-off of an O(1) unknown:
-#: ρ/(1 − ρ)·min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖) with ρ = min(ρ_k, ρ_{k−1}), the rates ρ_k = ‖δ_k‖/‖δ_{k−1}‖
-#: (scaled as the tolerance). The minima discount round-off: near convergence a correction is
-#: noise of the residual's round-off, which inflates its size and its rate although the error left
-#: is a fraction ρ of the last clean correction's. A larger leftover is not random: the chord
-#: iteration leaves it with the same sign step after step, and the energy drifts, in proportion to
-#: this bound (a 4-link chain with reused factors, 4·10⁴ steps: 1.2e-13 with 1e-17, 1.8e-14 with
-#: 1e-19, 1.5e-15 — no drift — with 1e-21 or without reuse; with 1e-15, 4.7e-12 in 2·10⁴ steps).
+#: ρ/(1 − ρ)·s_k with the rates ρ_k = ‖δ_k‖/‖δ_{k−1}‖ (scaled as the tolerance): ρ the last rate
+#: ρ_k whose δ_{k−1} was above the tolerance and s_k = min(‖δ_k‖, ρ s_{k−1}) (before one is seen,
+#: ρ = min(ρ_k, ρ_{k−1}), s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖)). This discounts round-off: near
+#: convergence a correction is noise of the residual's round-off, which inflates its size and its
+#: rate although the error left is a fraction ρ of the last clean correction's (with the rates of
+#: the noise, the heavy top's carried chords at Δt = 1e-3 could not be accepted at the round-off
+#: floor, and 0.1 Jacobians per step were formed only to accept: 0.015 with these; an ensemble's
+#: members, which share their Jacobians, formed 0.6 per step of a group). A larger leftover is not
+#: random: the chord iteration leaves it with the same sign step after step, and the energy
+#: drifts, in proportion to this bound (a 4-link chain with reused factors, 4·10⁴ steps: 1.2e-13
+#: with 1e-17, 1.8e-14 with 1e-19, 1.5e-15 — no drift — with 1e-21 or without reuse; with 1e-15,
+#: 4.7e-12 in 2·10⁴ steps; these with the one-step estimate, before ρ and s_k as above).
 #: With this solve's factors the estimate holds; with factors carried from earlier steps it can
 #: miss the leftover by orders of magnitude (P8 satellite, 10⁴ steps: 1.2e-10, carried unturned;
 #: turned with the bodies and accepted below ``CHORD_ERROR_CARRIED``: 1.5e-14, no drift). Measuring
@@ -267,7 +272,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         return Q.forward(linear.solve(factors, Q.backward(r)))
 
     def body(carry):
-        x, factors, have, fresh, k, _, history, last_dx, last_rate, x_back, r_back = carry
+        x, factors, have, fresh, k, _, history, last_dx, last_rate, clean, last_s, x_back, r_back = carry
         r = residual(x)
         r_norm = jnp.max(jnp.abs(r))
         history = jax.lax.dynamic_update_index_in_dim(history, r_norm, k, 0)  # not a scatter: no loop of its own
@@ -287,9 +292,17 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         x, r, have = jnp.where(back, x_back, x), jnp.where(back, r_back, r), have & ~back
         small = have & (k > 0) & (chord_size <= options.tol)
         # a chord (this solve's factors or earlier ones) is accepted when it is small and the error
-        # it leaves is below round-off (CHORD_ERROR: else it biases the energy step after step)
-        rho = jnp.minimum(rate, last_rate)
-        leftover = rho / (1.0 - rho) * jnp.minimum(chord_size, last_rate * last_dx)
+        # it leaves is below round-off (CHORD_ERROR: else it biases the energy step after step):
+        # ρ/(1 − ρ)·s_k, ρ the chord iteration's rate last observed on a correction above the
+        # tolerance (below it a correction is partly the noise of the residual's round-off, which
+        # inflates its size and the rates) and s_k = min(‖δ_k‖, ρ s_{k−1}) what of ‖δ_k‖ is not
+        # noise; before such a rate is seen, ρ = min(ρ_k, ρ_{k−1}), s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖)
+        pair = (k > 0) & (jnp.isfinite(last_rate) | ~fresh)  # rate: a chord iteration's (not after Newton)
+        clean = jnp.where(pair & (last_dx >= options.tol), rate, clean)
+        known = jnp.isfinite(clean)
+        rho = jnp.where(known, clean, jnp.minimum(rate, last_rate))
+        s = jnp.minimum(chord_size, jnp.where(known, clean * last_s, last_rate * last_dx))
+        leftover = rho / (1.0 - rho) * s
         # ... and when ρ is a chord iteration's observed rate: right after a Newton correction
         # (fresh factors, last_rate ∞) the ratio is Newton's quadratic contraction, which
         # understates the chord's rate ‖I − J_old⁻¹J‖ when the error lies mostly in unknowns the
@@ -298,7 +311,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         # guess at Δt = 2.5e-4: energy drift 2.6e-18 per step, 2.1e-13 over 8·10⁴ steps; 4e-14,
         # no drift, with one more chord)
         bound = chord_error if turn is None else jnp.where(fresh, chord_error, CHORD_ERROR_CARRIED)
-        chord_ok = small & (rho < 1.0) & (leftover <= bound) & (jnp.isfinite(last_rate) | ~fresh)
+        chord_ok = small & (rho < 1.0) & (leftover <= bound) & pair
         # a chord correction that contracts fast enough is as good as a Newton one and saves the
         # Jacobian: with this solve's factors, if the next chord will be small enough to accept;
         # with earlier factors, the first chord, and then while they contract by CHORD_CONTRACTION
@@ -319,7 +332,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             floor = stalled & jax.lax.cond(
                 stalled, lambda: jnp.all(jnp.abs(r) <= ROUNDOFF * (size + linear.abs_times(J, weights(x)))),
                 lambda: jnp.bool_(False))
-            return x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, jnp.asarray(jnp.inf, x.dtype)
+            inf = jnp.asarray(jnp.inf, x.dtype)
+            return x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, dx_size
 
         chord_rate = jnp.where(k > 0, rate, jnp.inf)
         need = ~(chord_ok | contracting)
@@ -327,10 +341,10 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             # still iterating (a member that has stopped is not updated: its need is not counted)
             others = jax.lax.psum((need & cond(carry)).astype(jnp.int32), options.members) > 0
             need = others & ~chord_ok
-        x_new, factors, fresh, done, last_dx, last_rate = run_if(
-            need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate))
+        x_new, factors, fresh, done, last_dx, last_rate, clean, last_s = run_if(
+            need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate, clean, s))
         return (x_new, factors, jnp.bool_(True), fresh, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx,
-                last_rate, x, r)
+                last_rate, clean, last_s, x, r)
 
     def cond(carry):
         x, k, converged = carry[0], carry[4], carry[5]
@@ -339,6 +353,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
     history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     x, factors, _, fresh, k, converged, history, *_ = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
-                     jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(jnp.inf, x0.dtype), x0, jnp.zeros_like(x0)))
+                     jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(jnp.inf, x0.dtype),
+                     jnp.asarray(jnp.inf, x0.dtype), x0, jnp.zeros_like(x0)))
     reference = None if turn is None else jnp.where(fresh, turn.reference, memory.reference)
     return x, (k, converged, history, NewtonMemory(factors, converged, reference))
