@@ -92,25 +92,27 @@ CHORD_CONTRACTION = 0.1
 
 #: A chord correction δ_k (with this solve's factors or an earlier step's) is accepted only when
 #: it is below the tolerance and the error it leaves is below the round-off of an O(1) unknown:
-#: ρ/(1 − ρ)·s_k with the rates ρ_k = ‖δ_k‖/‖δ_{k−1}‖ (scaled as the tolerance): ρ the last rate
-#: ρ_k whose δ_{k−1} was above the tolerance and s_k = min(‖δ_k‖, ρ s_{k−1}) (before one is seen,
-#: ρ = min(ρ_k, ρ_{k−1}), s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖)). This discounts round-off: near
-#: convergence a correction is noise of the residual's round-off, which inflates its size and its
-#: rate although the error left is a fraction ρ of the last clean correction's (with the rates of
-#: the noise, the heavy top's carried chords at Δt = 1e-3 could not be accepted at the round-off
-#: floor, and 0.1 Jacobians per step were formed only to accept: 0.015 with these; an ensemble's
-#: members, which share their Jacobians, formed 0.6 per step of a group). A larger leftover is not
-#: random: the chord iteration leaves it with the same sign step after step, and the energy
-#: drifts, in proportion to this bound (a 4-link chain with reused factors, 4·10⁴ steps: 1.2e-13
-#: with 1e-17, 1.8e-14 with 1e-19, 1.5e-15 — no drift — with 1e-21 or without reuse; with 1e-15,
-#: 4.7e-12 in 2·10⁴ steps; these with the one-step estimate, before ρ and s_k as above).
-#: With this solve's factors the estimate holds; with factors carried from earlier steps it can
-#: miss the leftover by orders of magnitude (P8 satellite, 10⁴ steps: 1.2e-10, carried unturned;
-#: turned with the bodies and accepted below ``CHORD_ERROR_CARRIED``: 1.5e-14, no drift). Measuring
-#: the leftover relative to the step's increment
-#: instead of the unknowns' scales (the energy error of a step is ~4‖δΔq‖/‖Δq‖ relative) does not
-#: rescue it: satellite 2.6e-11 at 1e-19, 1.3e-12 at 1e-21 (60 µs per step), no drift only at
-#: 1e-23, where most steps need a Jacobian anyway (167 µs; 148 with fresh factors).
+#: ρ/(1 − ρ)·s_k with the rates ρ_k = ‖δ_k‖/‖δ_{k−1}‖ (scaled as the tolerance): with factors
+#: carried from earlier steps ρ is the last rate ρ_k whose δ_{k−1} was above the tolerance and
+#: s_k = min(‖δ_k‖, ρ s_{k−1}); else (this solve's factors, or no such rate yet)
+#: ρ = min(ρ_k, ρ_{k−1}) and s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖), with the rate of the Newton
+#: correction before (the chords' own rate there cost the 64-link chain 0.5 iterations and 50 %
+#: more time per step). This discounts round-off: near convergence a correction is noise of the
+#: residual's round-off, which inflates its size and its rate although the error left is a fraction
+#: ρ of the last clean correction's (with the rates of the noise, the heavy top's carried chords at
+#: Δt = 1e-3 could not be accepted at the round-off floor, and 0.1 Jacobians per step were formed
+#: only to accept: 0.015 with these; an ensemble's members, which share their Jacobians, formed 0.6
+#: per step of a group). A larger leftover is not random: the chord iteration leaves it with the
+#: same sign step after step, and the energy drifts, in proportion to this bound (a 4-link chain
+#: with reused factors, 4·10⁴ steps: 1.2e-13 with 1e-17, 1.8e-14 with 1e-19, 1.5e-15 — no drift —
+#: with 1e-21 or without reuse; with 1e-15, 4.7e-12 in 2·10⁴ steps; these with the one-step
+#: estimate, before ρ and s_k as above). With this solve's factors the estimate holds; with factors
+#: carried from earlier steps it can miss the leftover by orders of magnitude (P8 satellite, 10⁴
+#: steps: 1.2e-10, carried unturned; turned with the bodies and accepted below
+#: ``CHORD_ERROR_CARRIED``: 1.5e-14, no drift). Measuring the leftover relative to the step's
+#: increment instead of the unknowns' scales (the energy error of a step is ~4‖δΔq‖/‖Δq‖ relative)
+#: does not rescue it: satellite 2.6e-11 at 1e-19, 1.3e-12 at 1e-21 (60 µs per step), no drift only
+#: at 1e-23, where most steps need a Jacobian anyway (167 µs; 148 with fresh factors).
 CHORD_ERROR = 1e-17
 
 #: The bound of ``CHORD_ERROR`` for chords with factors carried from earlier steps, turned with the
@@ -293,12 +295,13 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         small = have & (k > 0) & (chord_size <= options.tol)
         # a chord (this solve's factors or earlier ones) is accepted when it is small and the error
         # it leaves is below round-off (CHORD_ERROR: else it biases the energy step after step):
-        # ρ/(1 − ρ)·s_k, ρ the chord iteration's rate last observed on a correction above the
-        # tolerance (below it a correction is partly the noise of the residual's round-off, which
-        # inflates its size and the rates) and s_k = min(‖δ_k‖, ρ s_{k−1}) what of ‖δ_k‖ is not
-        # noise; before such a rate is seen, ρ = min(ρ_k, ρ_{k−1}), s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖)
+        # ρ/(1 − ρ)·s_k; with carried factors ρ is their rate last observed on a correction above
+        # the tolerance (below it a correction is partly the noise of the residual's round-off,
+        # which inflates its size and the rates) and s_k = min(‖δ_k‖, ρ s_{k−1}) what of ‖δ_k‖ is
+        # not noise; else (this solve's factors, whose chords contract ~1e-4 per iteration, or no
+        # such rate yet) ρ = min(ρ_k, ρ_{k−1}), s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖)
         pair = (k > 0) & (jnp.isfinite(last_rate) | ~fresh)  # rate: a chord iteration's (not after Newton)
-        clean = jnp.where(pair & (last_dx >= options.tol), rate, clean)
+        clean = jnp.where(pair & ~fresh & (last_dx >= options.tol), rate, clean)
         known = jnp.isfinite(clean)
         rho = jnp.where(known, clean, jnp.minimum(rate, last_rate))
         s = jnp.minimum(chord_size, jnp.where(known, clean * last_s, last_rate * last_dx))
