@@ -115,8 +115,9 @@ class StepBackend(ABC):
         field) forms the members' Jacobians together (``Newton.members``).
         Measured, 256 heavy tops, 1,000 steps of 1 ms, pinned, µs per member-step: 12.1 without
         factors carried across steps, 10.4 carried, 8.2 carried and formed together; Jacobians per
-        member-step (16 tops, 200 steps) 1.0 without carried factors, 0.21 formed together, as in
-        a single run."""
+        step of a group of 16 tops (200 steps) 1.0 without carried factors, 0.21 formed together,
+        as in a single run, and 0.016 since carried chords are accepted at the round-off floor
+        (:data:`~conserve.discrete.newton.CHORD_ERROR`; a single run 0.015)."""
         newton = getattr(self, "newton", None)
         return self if newton is None else replace(self, newton=replace(newton, members=MEMBERS))
 

@@ -353,10 +353,9 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         x, k, converged = carry[0], carry[4], carry[5]
         return (~converged) & (k < n_max) & jnp.all(jnp.isfinite(x))
 
-    history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
+    history0, inf = jnp.full((n_max,), jnp.nan, dtype=x0.dtype), jnp.asarray(jnp.inf, x0.dtype)
     x, factors, _, fresh, k, converged, history, *_ = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
-                     jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(jnp.inf, x0.dtype), jnp.asarray(jnp.inf, x0.dtype),
-                     jnp.asarray(jnp.inf, x0.dtype), x0, jnp.zeros_like(x0)))
+                     inf, inf, inf, inf, x0, jnp.zeros_like(x0)))
     reference = None if turn is None else jnp.where(fresh, turn.reference, memory.reference)
     return x, (k, converged, history, NewtonMemory(factors, converged, reference))
