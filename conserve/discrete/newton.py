@@ -137,7 +137,7 @@ class NewtonMemory(NamedTuple):
 
 
 def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), memory=None,
-                 chord_error=CHORD_ERROR, turn=None):
+                 chord_error=CHORD_ERROR, turn=None, image=False):
     """Solve residual(x) = 0 from x0 by Newton's method, the Newton matrix's linear algebra by
     ``linear`` (:mod:`conserve.discrete.linear`: dense LU, or block elimination along a tree).
 
@@ -178,6 +178,12 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     turn : a :class:`~conserve.discrete.turning.Turn` Q, or None: chords with the ``memory``'s
         factors are then Q J_old⁻¹ Qᵀ (−r), the factors turned with the bodies since they were
         made, and new factors are kept with its ``reference``
+    image : bool: ``residual`` returns (r, y(x)), y an image of the unknowns that costs as much as
+        the residual (the structured reduced step's director unknowns, lift(x̂)), and
+        ``linear.solve_image(factors, r)`` returns (δx, δy) with y(x + δx) = y(x) + δy to second
+        order (a correction whose image is tangent); the image of the solution is then returned
+        too, as y of the last evaluated iterate plus the image of the last correction, not
+        evaluated again (not with ``options.implicit``)
 
     Returns
     -------
@@ -186,21 +192,25 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     converged : bool
     history : (max_iterations,) max-norm of the residual at each iterate (NaN after the last)
     memory : :class:`NewtonMemory` with the factors last used (for the next solve)
+    y : (only with ``image``) the image of x
     """
     n_max = options.max_iterations
     n = x0.shape[0]
     residual = traced_once(residual, x0)
+    if image and options.implicit:
+        raise ValueError("newton_solve: image=True is not differentiable by the implicit-function theorem.")
     if memory is None or options.implicit:
         memory, turn = empty_memory(x0, linear), None
     if n == 0:  # nothing to solve (a structure without freedoms, e.g. a body welded to the ground)
-        return x0, jnp.int32(0), jnp.bool_(True), jnp.full((n_max,), jnp.nan, dtype=x0.dtype), memory
+        result = x0, jnp.int32(0), jnp.bool_(True), jnp.full((n_max,), jnp.nan, dtype=x0.dtype), memory
+        return (*result, residual(x0)[1]) if image else result
     if not options.implicit:
-        x, (k, converged, history, memory) = _iterate(residual, x0, options, weights, size, linear, memory, chord_error,
-                                                      turn)
-        return x, k, converged, history, memory
+        x, (k, converged, history, memory, y) = _iterate(residual, x0, options, weights, size, linear, memory,
+                                                         chord_error, turn, image)
+        return (x, k, converged, history, memory, y) if image else (x, k, converged, history, memory)
 
     def solve(residual, x0):  # aux as floats: custom_root gives integer aux wrong tangent types
-        x, (k, converged, history, _) = _iterate(residual, x0, options, weights, size, linear, memory, chord_error)
+        x, (k, converged, history, *_) = _iterate(residual, x0, options, weights, size, linear, memory, chord_error)
         return x, (k.astype(x.dtype), converged.astype(x.dtype), history)
 
     def tangent_solve(jvp, y):  # the implicit-function theorem: δx = −J⁻¹ ∂r/∂(closed-over) δ
@@ -260,26 +270,35 @@ def _factor_shapes(linear, n, dtype):
     return jax.eval_shape(lambda x: linear.factorise(linear.jacobian(lambda y: y, x)), x)
 
 
-def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord_error, turn=None):
-    """The Newton iteration of :func:`newton_solve`: (x, (iterations, converged, history, memory))."""
+def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord_error, turn=None, image=False):
+    """The Newton iteration of :func:`newton_solve`: (x, (iterations, converged, history, memory,
+    y(x) or None))."""
     n_max = options.max_iterations
 
     def scaled(dx, x_new):  # max_j |δx_j| / w_j
         return jnp.max(jnp.abs(dx) / weights(x_new))
 
+    def solve(factors, r):  # J⁻¹ r, and the image of the correction (without an image, (): no operations)
+        return linear.solve_image(factors, r) if image else (linear.solve(factors, r), ())
+
+    def where(pred, a, b):  # for arrays and images
+        return jax.tree.map(lambda u, v: jnp.where(pred, u, v), a, b)
+
     def chord_solve(factors, r, fresh):  # J⁻¹ r with this solve's factors, Q J_old⁻¹ Qᵀ r with carried ones
         if turn is None:
-            return linear.solve(factors, r)
+            return solve(factors, r)
         Q = turn.unless(fresh)  # one solve in the code, not one per branch of a cond (compile time)
-        return Q.forward(linear.solve(factors, Q.backward(r)))
+        dx, dy = solve(factors, Q.backward(r))
+        return Q.forward(dx), dy
 
     def body(carry):
-        x, factors, have, fresh, k, _, history, last_dx, last_rate, clean, last_s, x_back, r_back = carry
-        r = residual(x)
+        x, factors, have, fresh, k, _, history, last_dx, last_rate, clean, last_s, x_back, r_back, y_back, _ = carry
+        r, y = residual(x) if image else (residual(x), ())
         r_norm = jnp.max(jnp.abs(r))
         history = jax.lax.dynamic_update_index_in_dim(history, r_norm, k, 0)  # not a scatter: no loop of its own
         # the chord correction with the last factors (of this solve, or carried from an earlier one)
-        chord = jax.lax.cond(have, lambda: chord_solve(factors, -r, fresh), lambda: jnp.zeros_like(r))
+        chord, dy = jax.lax.cond(have, lambda: chord_solve(factors, -r, fresh),
+                                 lambda: (jnp.zeros_like(r), jax.tree.map(jnp.zeros_like, y)))
         chord_size = scaled(chord, x + chord)
         rate = chord_size / last_dx  # 0 at k = 0; last_rate: the previous chord's (∞ if none or after Newton)
         # a chord with earlier factors that the next one does not contract by CHORD_CONTRACTION
@@ -291,7 +310,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         # one-step-old factors shrank the residual only 0.1–0.25× while the corrections then
         # contracted 0.03× per chord, and undoing it cost a Jacobian every other step
         back = (~fresh) & have & (k > 0) & (last_dx > options.tol) & ~(rate <= CHORD_CONTRACTION)
-        x, r, have = jnp.where(back, x_back, x), jnp.where(back, r_back, r), have & ~back
+        x, r, y, have = where(back, x_back, x), where(back, r_back, r), where(back, y_back, y), have & ~back
         small = have & (k > 0) & (chord_size <= options.tol)
         # a chord (this solve's factors or earlier ones) is accepted when it is small and the error
         # it leaves is below round-off (CHORD_ERROR: else it biases the energy step after step):
@@ -326,7 +345,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         def newton():
             J = linear.jacobian(residual, x)
             new_factors = linear.factorise(J)
-            dx = linear.solve(new_factors, -r)
+            dx, dy = solve(new_factors, -r)
             dx_size = scaled(dx, x + dx)
             small = dx_size <= options.tol
             stalled = ((k > 0) & (dx_size > 0.5 * last_dx) & (r_norm > 0.5 * history[jnp.maximum(k - 1, 0)])
@@ -336,7 +355,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
                 stalled, lambda: jnp.all(jnp.abs(r) <= ROUNDOFF * (size + linear.abs_times(J, weights(x)))),
                 lambda: jnp.bool_(False))
             inf = jnp.asarray(jnp.inf, x.dtype)
-            return x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, dx_size
+            return (x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, dx_size,
+                    jax.tree.map(jnp.add, y, dy))
 
         chord_rate = jnp.where(k > 0, rate, jnp.inf)
         need = ~(chord_ok | contracting)
@@ -344,18 +364,20 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             # still iterating (a member that has stopped is not updated: its need is not counted)
             others = jax.lax.psum((need & cond(carry)).astype(jnp.int32), options.members) > 0
             need = others & ~chord_ok
-        x_new, factors, fresh, done, last_dx, last_rate, clean, last_s = run_if(
-            need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate, clean, s))
+        x_new, factors, fresh, done, last_dx, last_rate, clean, last_s, y_new = run_if(
+            need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate, clean, s,
+                           jax.tree.map(jnp.add, y, dy)))
         return (x_new, factors, jnp.bool_(True), fresh, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx,
-                last_rate, clean, last_s, x, r)
+                last_rate, clean, last_s, x, r, y, y_new)
 
     def cond(carry):
         x, k, converged = carry[0], carry[4], carry[5]
         return (~converged) & (k < n_max) & jnp.all(jnp.isfinite(x))
 
     history0, inf = jnp.full((n_max,), jnp.nan, dtype=x0.dtype), jnp.asarray(jnp.inf, x0.dtype)
-    x, factors, _, fresh, k, converged, history, *_ = jax.lax.while_loop(
+    y0 = jnp.zeros(jax.eval_shape(residual, x0)[1].shape, x0.dtype) if image else ()
+    x, factors, _, fresh, k, converged, history, *_, y = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
-                     inf, inf, inf, inf, x0, jnp.zeros_like(x0)))
+                     inf, inf, inf, inf, x0, jnp.zeros_like(x0), y0, y0))
     reference = None if turn is None else jnp.where(fresh, turn.reference, memory.reference)
-    return x, (k, converged, history, NewtonMemory(factors, converged, reference))
+    return x, (k, converged, history, NewtonMemory(factors, converged, reference), y if image else None)
