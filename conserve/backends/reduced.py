@@ -328,7 +328,9 @@ def step_structured(model: Model, state: State, lam, t, h, newton, inner, memory
     by Newton's method with the :class:`Lifted` solver. A solution is one of the director step:
     the same trajectory, conservation and multipliers; every tree constraint holds by construction
     (:func:`~conserve.backends.null_space.increments`), the solution's to second order in its last
-    correction, a round-off-sized one (Lifted.solve_image). The contract of :func:`.director.step`."""
+    correction (Lifted.solve_image), which is below the tolerance or at the round-off floor —
+    where Newton stalls, at most √tol, and the step is itself known only to what round-off the
+    Newton matrix amplifies to that. The contract of :func:`.director.step`."""
     tree = model.tree
     nd, nq, nr = tree.n_dof, model.n_coordinates, state.p.shape[0]
     Q0 = model.blocks(state.q)
