@@ -351,7 +351,7 @@ def step_structured(model: Model, state: State, lam, t, h, newton, inner, memory
     size = jnp.concatenate([jnp.zeros(nq), model.constraint_magnitudes(state.q, state.theta, state.s, t + h),
                             jnp.zeros(2 * nr)])[select]
     # the director's unknowns of the solution from the last iterate's and the last correction's
-    # (Lifted.solve_image): the tree update not compiled a third time (−0.5 s at N = 64)
+    # (Lifted.solve_image): the tree update not compiled a third time (0.3–0.6 s less at N = 32–64)
     x, iterations, converged, history, memory, xd = newton_solve(residual, x0, newton, weights, size, linear, memory,
                                                                  CHORD_ERROR_MINIMAL, image=True)
     dq, lam1, dp, dtheta = director._split(xd, nq, lam.shape[0], nr)

@@ -272,7 +272,9 @@ def _factor_shapes(linear, n, dtype):
 
 def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord_error, turn=None, image=False):
     """The Newton iteration of :func:`newton_solve`: (x, (iterations, converged, history, memory,
-    y(x) or None))."""
+    y(x), () without an image))."""
+    inf = jnp.asarray(jnp.inf, x0.dtype)  # no rate or bound known yet
+
     n_max = options.max_iterations
 
     def scaled(dx, x_new):  # max_j |δx_j| / w_j
@@ -354,8 +356,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             floor = stalled & jax.lax.cond(
                 stalled, lambda: jnp.all(jnp.abs(r) <= ROUNDOFF * (size + linear.abs_times(J, weights(x)))),
                 lambda: jnp.bool_(False))
-            inf = jnp.asarray(jnp.inf, x.dtype)
-            return (x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, dx_size,
+            return (x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, inf,
                     jax.tree.map(jnp.add, y, dy))
 
         chord_rate = jnp.where(k > 0, rate, jnp.inf)
@@ -374,10 +375,10 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         x, k, converged = carry[0], carry[4], carry[5]
         return (~converged) & (k < n_max) & jnp.all(jnp.isfinite(x))
 
-    history0, inf = jnp.full((n_max,), jnp.nan, dtype=x0.dtype), jnp.asarray(jnp.inf, x0.dtype)
+    history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     y0 = jnp.zeros(jax.eval_shape(residual, x0)[1].shape, x0.dtype) if image else ()
     x, factors, _, fresh, k, converged, history, *_, y = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
                      inf, inf, inf, inf, x0, jnp.zeros_like(x0), y0, y0))
     reference = None if turn is None else jnp.where(fresh, turn.reference, memory.reference)
-    return x, (k, converged, history, NewtonMemory(factors, converged, reference), y if image else None)
+    return x, (k, converged, history, NewtonMemory(factors, converged, reference), y)
