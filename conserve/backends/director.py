@@ -44,16 +44,18 @@ class Director(StepBackend):
     (:mod:`conserve.discrete.turning`: the factors of the last step's Newton matrix J, made when
     the bodies' directors were D_old, serve as Q J Qᵀ with each body's rotation D_n D_oldᵀ since;
     the step equations are objective, so this misses J only by how the motion changed otherwise):
-    "auto" (default) with the plain dense LU (single bodies) and with the tree solver of a shallow
-    tree (``REUSE_MAX_LEVELS``: a hub and its appendages; not chains, where a solve costs nearly
-    what a new matrix does), True, or False; "auto" only for a model without forces whose
+    "auto" (default) with the plain dense LU (single bodies) and with the tree solver of a tree of
+    at most ``REUSE_MAX_LEVELS`` = 32 levels (deeper chains: a solve's sequence of levels costs
+    nearly what a new matrix does), True, or False; "auto" only for a model without forces whose
     derivative changes with the configuration (``conserve.discrete.turning.turns_with_the_bodies``:
     no potentials but uniform gravity, no applied loads; an eccentric orbit drifted with carried
     factors, 2.6e-12 in 64,000 steps). "auto" leaves the coloured dense
     LU (loops, two or three bodies) without: there the
     bodies turn against each other, a joint's rows can turn with only one of them, and the chords
-    converge slowly (a double pendulum 1.3× and the wind turbine 1.2× slower with reuse, the
-    P5 crane and the connected joints 1.6–2× faster). Chords with carried factors are accepted
+    converge slowly, which pays for some models and not for others (pinned, quick code, µs per
+    step fresh → carried, 2026-11-29: double pendulum 68 → 113, slider-crank 131 → 157, 2-link
+    chain 55 → 66, wind turbine 810 → 801; P5 crane 118 → 74, double four-bar 226 → 187, connected
+    joints 82 → 56 — in optimized code the crane 74 → 19: pass ``reuse=True``). Chords with carried factors are accepted
     below :data:`~conserve.discrete.newton.CHORD_ERROR_CARRIED`: measured over 10⁴ steps of
     Δt = 1e-3 (relative energy balance error, carried / fresh factors) P8 satellite 1.5e-14 /
     6.9e-15, rotorcraft 9.0e-15 / 1.2e-14, connected joints 4.1e-14 / 1.2e-14, P5 crane
@@ -142,12 +144,17 @@ TREE_MIN_NODES = 4
 
 
 #: ``reuse="auto"`` carries the tree solver's factors across steps for trees of at most this many
-#: levels (a hub and what hangs from it: the P8 satellite and rotorcraft, P3a with full-body
-#: wheels, 2 levels). In a chain every level is one step of the elimination's sequence, a solve
-#: costs nearly what forming and factorising the matrix costs, and the carried chords' extra
-#: iterations (5 instead of 3) eat the saving (pinned, quick, µs per step fresh → carried: 4-link
-#: chain 187 → 202, 8-link 286 → 354, 16-link 610 → 570, 32-link 1149 → 1586, 64-link 2102 → 1825)
-REUSE_MAX_LEVELS = 3
+#: levels. In a chain every level is one step of the elimination's sequence, so a solve costs more
+#: the deeper the tree, and in a 64-link chain the carried chords' extra iterations (4.5 instead
+#: of 3) eat the saving. Pinned, µs per step fresh → carried, 2026-11-29 (Intel Xeon core, 1,000
+#: steps of Δt = 1e-3, optimized / quick code): 4-link chain 92 → 67 / 109 → 71, 8-link 177 → 112 /
+#: 215 → 122, 16-link 375 → 243 / 437 → 281, 32-link 685 → 586 / 836 → 681, 64-link 1306 → 1400 /
+#: 1693 → 1702; the 6-axis arm of benchmarks/compile_times.py (6 levels) 242 → 167 / 262 → 169.
+#: Until carried chords were accepted at the round-off floor (``CHORD_ERROR``) the bound was 3
+#: levels (a hub and its appendages): a chain's chords then reached a floor of ~1e-15 (scaled)
+#: where the leftover estimate stayed above ``CHORD_ERROR_CARRIED``, and a third of the steps took
+#: a Jacobian only to accept (quick code then: 8-link 286 → 354, 32-link 1149 → 1586)
+REUSE_MAX_LEVELS = 32
 
 
 def linear_solver(backend, model: Model, state: State, tree_possible=True):
