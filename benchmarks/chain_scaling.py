@@ -287,7 +287,7 @@ def comparison_table(rows):
 def targets_section(rows):
     s = slope(rows, "director")
     by_n = {r["N"]: r for r in rows}
-    s_text = f"{s:.2f}" if s is not None else "not measured (needs ≥ 2 sizes in 8…32)"
+    s_text = f"{s:.3f}" if s is not None else "not measured (needs ≥ 2 sizes in 8…32)"
     d32 = f"{1e3 * by_n[32]['director']['per_step']:.1f} ms/step" if "director" in by_n.get(32, {}) else "not measured"
     compiled = {r["N"]: (r.get("reduced") or r.get("failed", {}).get("reduced")) for r in rows}
     compiled = {n: c for n, c in compiled.items() if c is not None}
