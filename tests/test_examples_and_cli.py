@@ -60,10 +60,11 @@ def readme_runs():
 
 @pytest.mark.parametrize("blocks", readme_runs(), ids=lambda blocks: f"{len(blocks)} blocks from "
                          + blocks[0].split("\n")[0][:40])
-def test_readme_snippets_run_and_conserve(blocks):
+def test_readme_snippets_run_and_conserve(blocks, tmp_path, monkeypatch):
     """Every python block of the README runs (shortened) after those of its run, the names
     numpy, jax, jax.numpy and conserve imported as the README does, and each solution keeps its
-    energy balance."""
+    energy balance. The blocks run in a temporary directory (they write figures and files)."""
+    monkeypatch.chdir(tmp_path)
     scope = {}
     exec("import numpy as np, jax, jax.numpy as jnp, conserve as cs", scope)
     for code in blocks:
