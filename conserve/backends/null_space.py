@@ -94,14 +94,11 @@ def down_the_tree(parent, maps, compose):
     while np.any(up != ground):
         rounds.append(up)
         up = up[up]
-    if len(rounds) <= 1:
-        return compose(jax.tree.map(lambda m: m[rounds[0]], maps), maps) if rounds else maps
+    if not rounds:
+        return maps
     ups = jnp.asarray(np.stack(rounds))
-
-    def one_round(r, maps):
-        return compose(jax.tree.map(lambda m: m[ups[r]], maps), maps)
-
-    return jax.lax.fori_loop(0, len(rounds), one_round, maps)
+    return jax.lax.fori_loop(0, len(rounds), lambda r, maps: compose(jax.tree.map(lambda m: m[ups[r]], maps), maps),
+                             maps)
 
 
 def _frames(Q, f):
