@@ -86,6 +86,54 @@ def free_body(inertia=(6.0, 8.0, 3.0), angular_velocity=(10.0, 20.0, 20.0), mass
 
 
 @dataclass(frozen=True)
+class TorqueFreeBody:
+    """A torque-free rigid body (Euler–Poinsot) with the exact angular velocity by Jacobi's
+    elliptic functions: principal inertia I1 < I2 < I3 (kg m²) about the centre of mass, started
+    at rest translationally with body-axis angular velocity ω0 = (ω1, 0, ω3) (rad/s; the
+    intermediate component zero, which fixes the elliptic functions' phase at t = 0).
+
+    With 2T = Σ I_i ω_i² and L² = Σ I_i² ω_i² (Landau & Lifshitz, Mechanics, §37): for
+    L² < 2T I2 (the body turns about its axis of least inertia)
+    ω = (±A dn(λt, k), B sn(λt, k), C cn(λt, k)), λ² = (I2 − I1)(2T I3 − L²)/(I1 I2 I3),
+    k² = (I3 − I2)(L² − 2T I1)/((I2 − I1)(2T I3 − L²)); for L² > 2T I2 the same with the roles of
+    axes 1 and 3 exchanged. A, C are |ω1(0)|, ω3(0) (or ω1(0), |ω3(0)|) and B follows from Euler's
+    equation for ω2 at t = 0."""
+
+    inertia: tuple = (1.0, 2.0, 3.0)
+    omega0: tuple = (1.0, 0.0, 0.5)
+    mass: float = 1.0
+
+    def __post_init__(self):
+        I, w = np.asarray(self.inertia, float), np.asarray(self.omega0, float)
+        if not (I.shape == (3,) and 0 < I[0] < I[1] < I[2] and w.shape == (3,) and w[1] == 0 and w[0] * w[2] != 0):
+            raise ValueError("TorqueFreeBody: inertia must be I1 < I2 < I3 and omega0 = (ω1, 0, ω3) with ω1, ω3 ≠ 0, "
+                             f"got {self.inertia}, {self.omega0}.")
+
+    def system(self) -> System:
+        body = RigidBody("body", mass=self.mass, inertia=self.inertia, angular_velocity=self.omega0, frame="body")
+        return System([body])
+
+    def angular_velocity_body(self, t):
+        """(len(t), 3) the exact angular velocity in body axes (rad/s) at times t (s)."""
+        from scipy.special import ellipj
+
+        (I1, I2, I3), w = np.asarray(self.inertia, float), np.asarray(self.omega0, float)
+        T2, L2 = np.dot([I1, I2, I3], w**2), np.dot(np.square([I1, I2, I3]), w**2)
+        about_least = L2 < T2 * I2
+        if about_least:  # dn on axis 1, cn on axis 3
+            lam = np.sqrt((I2 - I1) * (T2 * I3 - L2) / (I1 * I2 * I3))
+            m = (I3 - I2) * (L2 - T2 * I1) / ((I2 - I1) * (T2 * I3 - L2))
+        else:  # dn on axis 3, cn on axis 1
+            lam = np.sqrt((I3 - I2) * (L2 - T2 * I1) / (I1 * I2 * I3))
+            m = (I2 - I1) * (T2 * I3 - L2) / ((I3 - I2) * (L2 - T2 * I1))
+        sn, cn, dn, _ = ellipj(lam * np.asarray(t, float), m)
+        B = (I3 - I1) * w[0] * w[2] / (I2 * lam)  # I2 ω2'(0) = (I3 − I1) ω3 ω1, sn'(0) = λ
+        if about_least:
+            return np.stack([w[0] * dn, B * sn, w[2] * cn], axis=1)
+        return np.stack([w[0] * cn, B * sn, w[2] * dn], axis=1)
+
+
+@dataclass(frozen=True)
 class KeplerOrbit:
     """An eccentric orbit: a rigid satellite (a box 1 × 0.5 × 0.2, spinning about its d3) in
     central gravity μ about the origin, started at pericentre; semi-major axis ``a`` and

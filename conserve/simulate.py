@@ -262,7 +262,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         "rtol": 1e-10, "atol": 1e-12}
     newton : :class:`conserve.Newton` options (tolerance, iteration limit)
     order : 2 (default: the energy-momentum step), 4 or 6: each step of dt is a symmetric
-        composition of 5 (order 4) or 18 (order 6) energy-momentum steps, some backwards in time
+        composition of 10 (order 4) or 18 (order 6) energy-momentum steps, some backwards in time
         (:mod:`conserve.backends.compose`); energy, momentum and constraints stay exact at every
         node, the error falls as dt⁴ or dt⁶
     on_failure : "raise" (default: a step whose Newton iteration fails stops the run with a
