@@ -94,10 +94,10 @@ class TorqueFreeBody:
 
     With 2T = Σ I_i ω_i² and L² = Σ I_i² ω_i² (Landau & Lifshitz, Mechanics, §37): for
     L² < 2T I2 (the body turns about its axis of least inertia)
-    ω = (±A dn(λt, k), B sn(λt, k), C cn(λt, k)), λ² = (I2 − I1)(2T I3 − L²)/(I1 I2 I3),
+    ω = (A dn(λt, k), B sn(λt, k), C cn(λt, k)), λ² = (I2 − I1)(2T I3 − L²)/(I1 I2 I3),
     k² = (I3 − I2)(L² − 2T I1)/((I2 − I1)(2T I3 − L²)); for L² > 2T I2 the same with the roles of
-    axes 1 and 3 exchanged. A, C are |ω1(0)|, ω3(0) (or ω1(0), |ω3(0)|) and B follows from Euler's
-    equation for ω2 at t = 0."""
+    axes 1 and 3 exchanged. A and C are the initial ω1 and ω3 (the dn factor's sign fixed by ω0,
+    since dn > 0) and B follows from Euler's equation for ω2 at t = 0."""
 
     inertia: tuple = (1.0, 2.0, 3.0)
     omega0: tuple = (1.0, 0.0, 0.5)

@@ -19,7 +19,8 @@ the time loop themselves — ensembles by ``jax.vmap``, sensitivities by ``jax.g
 Derivatives of a step are taken by the implicit-function theorem at its converged Newton root
 (:class:`conserve.Newton` ``implicit=True``, on by default here): one linear solve with the step's
 Jacobian, not a differentiation of the iterations. They are the derivatives of the discrete
-flow; they are exact only where Newton converged (``record.converged``).
+flow; they are exact only where Newton converged (``record.converged``), and NaN where it did
+not (:class:`conserve.Newton` ``unconverged="keep"`` takes the rule at the last iterate instead).
 """
 
 from __future__ import annotations

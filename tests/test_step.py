@@ -131,6 +131,24 @@ def test_gradient_through_a_trajectory_matches_finite_differences(top):
     assert _relative_gap(centre_x, 1.0) <= 1e-6
 
 
+def test_gradient_through_an_unconverged_step_is_nan_unless_kept(top):
+    """The implicit-function rule holds only at a root: a gradient through a trajectory with a
+    step Newton did not finish (two iterations allowed) is NaN, while the trajectory's values are
+    the same; Newton(unconverged="keep") returns the rule at the last iterate, finite."""
+    assembly, state = top
+    model = assembly.model
+
+    def height(c, newton):
+        states, records = cs.trajectory(model, state._replace(v=c * state.v), 0.0, 5e-3, 20, newton=newton)
+        return states.q[-1, 2], jnp.all(records.converged)
+
+    cut = cs.Newton(implicit=True, max_iterations=2)
+    (value, converged), grad = jax.value_and_grad(height, has_aux=True)(1.0, cut)
+    assert not bool(converged) and np.isnan(float(grad))
+    (kept, _), grad = jax.value_and_grad(height, has_aux=True)(1.0, replace(cut, unconverged="keep"))
+    assert float(kept) == float(value) and np.isfinite(float(grad))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["spacecraft wheel inertia", "double pendulum, reduced"])
 def test_gradients_with_respect_to_model_parameters_and_through_the_reduced_step(case):

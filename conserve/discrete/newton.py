@@ -56,6 +56,12 @@ class Newton:
         instead of through the iterations, so that ``jax.grad`` of a step works (reverse mode
         cannot differentiate a ``while_loop``). Costs only tracing time (+10–25 % compile time,
         nothing per step); default False, :func:`conserve.step` turns it on.
+    unconverged : str
+        The derivatives (``implicit=True``) of a solve that did not converge: "nan" (default) makes
+        them NaN, so a gradient through a run with any unconverged step is NaN, never a finite
+        number that is wrong (the implicit-function rule holds only at a root); "keep" takes
+        the rule at the last iterate anyway (an approximation of unknown quality). The solution
+        itself is the same either way.
     members : str or None
         The name of the ``jax.vmap`` axis of an ensemble's members (``MEMBERS``, set by
         :func:`conserve.simulate_batch` through ``StepBackend.for_ensembles``; None, the default,
@@ -69,6 +75,7 @@ class Newton:
     max_iterations: int = 25
     implicit: bool = False
     members: str | None = None
+    unconverged: str = "nan"
 
     def __post_init__(self):
         if not (isinstance(self.tol, numbers.Real) and 0 < self.tol < 1):
@@ -76,6 +83,8 @@ class Newton:
         if (isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, numbers.Integral)
                 or self.max_iterations < 1):
             raise ValueError(f"Newton: max_iterations must be an integer ≥ 1, got {self.max_iterations!r}.")
+        if self.unconverged not in ("nan", "keep"):
+            raise ValueError(f"Newton: unconverged must be 'nan' or 'keep', got {self.unconverged!r}.")
         if self.members is not None and not isinstance(self.members, str):
             raise ValueError(f"Newton: members must name a vmapped axis (a str) or be None, got {self.members!r}.")
         object.__setattr__(self, "tol", float(self.tol))  # plain Python numbers (hashed with the compiled code)
@@ -219,7 +228,24 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     # derivatives of the solution with respect to everything the residual closes over (the model's
     # parameters, the state, t, h) at the converged root, not through the iterations
     x, (k, converged, history) = jax.lax.custom_root(residual, x0, solve, tangent_solve, has_aux=True)
-    return x, k.astype(jnp.int32), converged > 0, history, memory
+    converged = jax.lax.stop_gradient(converged) > 0
+    if options.unconverged == "nan":
+        x = nan_tangent_unless(x, converged)
+    return x, k.astype(jnp.int32), converged, history, memory
+
+
+@jax.custom_jvp
+def nan_tangent_unless(x, ok):
+    """x itself; its tangent (and so any derivative through it, forward or reverse) is NaN where
+    the bool ``ok`` is False: the tangent times 1 or NaN, linear in the tangent, so reverse mode
+    transposes it."""
+    return x
+
+
+@nan_tangent_unless.defjvp
+def _nan_tangent_unless_jvp(primals, tangents):
+    x, ok = primals
+    return x, tangents[0] * jnp.where(ok, 1.0, jnp.nan).astype(x.dtype)
 
 
 def traced_once(fn, x):
