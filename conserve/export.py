@@ -65,14 +65,19 @@ def load(path):
     return solution
 
 
-def to_xarray(sol):
+def to_xarray(sol, keep_empty=False):
     """``sol`` as an ``xarray.Dataset`` (xarray is optional: ``pip install xarray``).
 
     Dimensions: ``time`` (N+1 nodes, s), ``step`` (N steps, labelled by t_{n+½}),
     ``coordinate`` (n_q, "part.block_axis" with blocks x, d1, d2, d3), ``part``, ``body``,
     ``axis`` (x, y, z), ``quaternion`` (w, x, y, z), ``constraint_row`` ("owner: equation"),
     ``joint_coordinate``, ``rotor``, ``work_element``, ``dissipation_element``. Every variable
-    carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON)."""
+    carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON).
+    Dimensions of length 0 (``rotor`` of a model without hybrid rotors, …) are left out with
+    their variables (unless ``keep_empty``), so that the Dataset, and a concatenation of such
+    Datasets (:func:`members_to_xarray`), writes a netCDF file that reads back: netCDF3, which
+    xarray writes with scipy when netCDF4/h5netcdf are not installed, reads a length-0 dimension
+    as the unlimited one and fails."""
     try:
         import xarray as xr
     except ImportError:
@@ -88,7 +93,7 @@ def to_xarray(sol):
         "position": (("time", "part", *xyz), np.stack([sol[n].position for n in sol.parts], 1), "m",
                      "centre of mass"),
         "orientation": (("time", "body", "quaternion"),
-                        np.stack([sol[n].quaternion for n in rigid], 1).reshape(len(sol), len(rigid), 4),
+                        np.stack([sol[n].quaternion for n in rigid], 1) if rigid else np.zeros((len(sol), 0, 4)),
                         "1", "unit quaternion of the body frame"),
         "joint_coordinates": (("time", "joint_coordinate"), sol.s, "rad or m", "tracked joint coordinates"),
         "rotor_momentum": (("time", "rotor"), sol.p, "kg m2/s", "axial angular momentum of hybrid rotors"),
@@ -115,15 +120,34 @@ def to_xarray(sol):
     variables = {k: (dims, np.asarray(a), {"units": u, "long_name": ln}) for k, (dims, a, u, ln) in data.items()}
     attrs = {"format_version": FORMAT_VERSION, "layout": json.dumps(sol.layout), "stats": json.dumps(sol.stats),
              "source": "conserve"}
-    return xr.Dataset(variables, coords=coords, attrs=attrs)
+    ds = xr.Dataset(variables, coords=coords, attrs=attrs)
+    return ds if keep_empty else _without_empty(ds)
+
+
+def members_to_xarray(solutions):
+    """The :func:`to_xarray` Datasets of ``solutions`` (of one model structure: an ensemble's, a
+    sweep's members) along a new dimension ``member``, joined on their times (a member with fewer
+    nodes, one that failed, has NaN at the times it lacks); dimensions of length 0 in every member
+    are left out as in :func:`to_xarray`. Each member's stats are the variable ``stats``
+    (member,) (JSON), the attrs those the members share (layout, format version)."""
+    import xarray as xr
+
+    ds = xr.concat([to_xarray(sol, keep_empty=True) for sol in solutions], dim="member", join="outer")
+    stats = [json.dumps(sol.stats) for sol in solutions]
+    ds = ds.assign(stats=("member", stats, {"long_name": "the member's Solution.stats (JSON)"}))
+    ds.attrs.pop("stats", None)
+    return _without_empty(ds)
+
+
+def _without_empty(ds):
+    """``ds`` without its dimensions of length 0 and their variables."""
+    return ds.drop_dims([d for d, n in ds.sizes.items() if n == 0])
 
 
 def to_netcdf(sol, path):
     """Write :func:`to_xarray` to a netCDF file (needs xarray; without netCDF4/h5netcdf, scipy
-    writes netCDF3). Empty dimensions (no rotors, say) are left out: netCDF3 would read a
-    length-0 dimension as unlimited."""
-    ds = to_xarray(sol)
-    ds.drop_dims([d for d, n in ds.sizes.items() if n == 0]).to_netcdf(path)
+    writes netCDF3); ``xarray.open_dataset(path)`` reads it back with the same values."""
+    to_xarray(sol).to_netcdf(path)
 
 
 def csv_columns(sol) -> dict:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..compilation import resolved_mode
 from ..ensemble import simulate_batch
+from ..export import members_to_xarray
 from ..errors import ConvergenceError, ModelError, SimulationError, is_count
 from ..model.system import as_assembly
 from ..simulate import planned_work, simulate
@@ -122,10 +123,7 @@ def _sweep_code(assembly, t_end, dt, options, n_members):
 def gather(directory, members):
     """The stored members as one ``xarray.Dataset`` along ``member``, the parameters as
     coordinates (a failed member's missing times are NaN)."""
-    import xarray as xr
-
-    datasets = [Solution.load(member_path(directory, m)).to_xarray() for m in members]
-    result = xr.concat(datasets, dim="member", join="outer")
+    result = members_to_xarray([Solution.load(member_path(directory, m)) for m in members])
     return result.assign_coords({name: ("member", [m[name] for m in members]) for name in members[0]})
 
 
