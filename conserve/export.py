@@ -16,38 +16,52 @@ from pathlib import Path
 import numpy as np
 
 from .errors import FileError
-from .files import json_record, load_npz
+from .files import content_digest, json_record, load_npz
 
-#: Version of the npz layout written by :func:`save` (2: ``substeps`` added; version 1 files
-#: still load, with one sub-step per step).
-FORMAT_VERSION = 2
+#: Version of the npz layout written by :func:`save` (2: ``substeps`` added; 3: a ``checksum`` of
+#: the contents). Versions 1 and 2 still load (without a checksum to verify; version 1 with one
+#: sub-step per step).
+FORMAT_VERSION = 3
 
 
 def save(sol, path):
     """Write all arrays and metadata of ``sol`` to an .npz file (format version FORMAT_VERSION;
-    ``.npz`` is appended to a name without it, as numpy does)."""
+    ``.npz`` is appended to a name without it, as numpy does), with the sha256 of its contents
+    (:func:`conserve.files.content_digest`) under ``checksum``, which :func:`load` verifies."""
     if Path(path).is_dir():  # numpy would write "<directory>.npz" beside it
         raise FileError(f"Solution.save: {path} is a directory; give a file name, e.g. {Path(path) / 'run.npz'}.")
     meta = {"format_version": FORMAT_VERSION, "layout": sol.layout, "stats": sol.stats}
-    np.savez(path, meta=json.dumps(meta), **{k: getattr(sol, k) for k in sol._arrays},
-             **{f"diag_{k}": a for k, a in sol.diagnostics.items()})
+    arrays = {"meta": json.dumps(meta), **{k: getattr(sol, k) for k in sol._arrays},
+              **{f"diag_{k}": a for k, a in sol.diagnostics.items()}}
+    np.savez(path, checksum=content_digest(arrays), **arrays)
 
 
 def load(path):
     """The Solution in a file written by :func:`save` (the ``.npz`` suffix may be omitted, as in
-    save). Anything else (corrupt, truncated, foreign, a newer format) raises
-    :class:`~conserve.errors.FileError`; nothing in the file is executed (no pickles)."""
+    save). Anything else (corrupt, truncated, foreign, a newer format, a directory) raises
+    :class:`~conserve.errors.FileError`, and so does a file whose contents no longer match its
+    checksum (edited or damaged after it was written); nothing in the file is executed (no
+    pickles)."""
     from .solution import Solution
 
     path = str(path)
+    who = "Solution.load"
+    _refuse_directory(Path(path), who)
     if not path.endswith(".npz"):
         path += ".npz"
-    who = "Solution.load"
     arrays = load_npz(path, who)
     meta = json_record(arrays, "meta", path, who)
-    if meta.get("format_version") not in (1, FORMAT_VERSION):
-        raise FileError(f"{who}: {path} has format version {meta.get('format_version')}; this conserve reads "
+    version = meta.get("format_version")
+    if version not in (1, 2, FORMAT_VERSION):
+        raise FileError(f"{who}: {path} has format version {version}; this conserve reads "
                         f"1…{FORMAT_VERSION} (written by a newer conserve? upgrade it).")
+    if version >= 3:
+        stored = str(arrays.pop("checksum", ""))
+        if stored != content_digest(arrays):
+            raise FileError(f"{who}: {path} was changed after it was written (its contents do not match the "
+                            + ("checksum it carries" if stored else "checksum it lacks")
+                            + ": edited or damaged); it was not loaded. Load an unchanged copy, or rerun the "
+                            "simulation that wrote it.")
     try:
         diag = {k[5:]: a for k, a in arrays.items() if k.startswith("diag_")}
         layout = dict(meta["layout"])
@@ -63,6 +77,25 @@ def load(path):
             any(len(getattr(solution, k)) != n - 1 for k in ("multipliers", "newton_iterations", "work")):
         raise FileError(f"{who}: {path} is inconsistent: its arrays do not have {n} nodes and {n - 1} steps.")
     return solution
+
+
+def _refuse_directory(path: Path, who):
+    """A FileError saying what the directory ``path`` holds and how to read it."""
+    if not path.is_dir():
+        return
+    if (path / "run.npz").exists():
+        raise FileError(f"{who}: {path} is a checkpoint directory (simulate(..., checkpoint=path)), not a Solution "
+                        f"file; a checkpoint is continued with cs.resume({str(path)!r}, system), which returns the "
+                        "run's Solution (a finished run's at once).")
+    if (path / "sweep.json").exists():
+        raise FileError(f"{who}: {path} is the directory of a sweep (cs.studies.sweep), not a Solution file; "
+                        "calling sweep again with the same arguments returns its members (stored ones are not "
+                        "run again), or load one member's file, member-<hash>.npz "
+                        "(conserve.studies.sweep.member_path).")
+    files = sorted(p.name for p in path.glob("*.npz"))
+    raise FileError(f"{who}: {path} is a directory, not a Solution file; give the file sol.save wrote"
+                    + (f", e.g. {path / files[0]} ({len(files)} .npz file(s) there)" if files else
+                       " (there is no .npz file in it)") + ".")
 
 
 def to_xarray(sol, keep_empty=False):

@@ -256,6 +256,29 @@ CASES = [
 ]
 
 
+def _edited_file():
+    path = _scratch("edited") / "run.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cs.simulate(one_body(), 0.02, 1e-2).save(path)
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays["q"] = arrays["q"] + 1e-3  # a number changed by hand
+    np.savez(path, **arrays)
+    return cs.Solution.load(path)
+
+
+def _loading_a_checkpoint():
+    path = _scratch("load") / "run"
+    cs.simulate(one_body(), 0.02, 1e-2, checkpoint=path)
+    return cs.Solution.load(path)
+
+
+CASES += [
+    ("a Solution file edited after it was saved", _edited_file, cs.FileError, "changed after it was written"),
+    ("Solution.load of a checkpoint directory", _loading_a_checkpoint, cs.FileError, "cs.resume("),
+]
+
+
 def table():
     """The Markdown table: input, error type, message."""
     rows = ["| bad input | error | message |", "|---|---|---|"]

@@ -161,6 +161,46 @@ def test_every_export_reads_back_with_the_same_values(sol, tmp_path):
     assert spacecraft.to_xarray().sizes["rotor"] == 3 and "rotor" not in sol.to_xarray().sizes
 
 
+def test_an_edited_solution_file_is_refused_and_older_files_load(sol, tmp_path):
+    """A Solution file carries the sha256 of its contents: a file edited after it was written (a
+    number changed, a record rewritten, the checksum removed) is refused with a FileError saying
+    so; files of versions 1 and 2, written without a checksum, still load."""
+    import json
+
+    sol.save(tmp_path / "run.npz")
+    with np.load(tmp_path / "run.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    q = arrays["q"].copy()
+    q[5, 0] += 1e-9
+    meta = json.loads(str(arrays["meta"]))
+    edits = {"a coordinate": {**arrays, "q": q},
+             "the stats": {**arrays, "meta": json.dumps({**meta, "stats": {**meta["stats"], "steps": 7}})},
+             "no checksum": {k: a for k, a in arrays.items() if k != "checksum"}}
+    for what, edited in edits.items():
+        np.savez(tmp_path / "edited.npz", **edited)
+        with pytest.raises(cs.FileError, match="edited.npz was changed after it was written"):
+            cs.Solution.load(tmp_path / "edited.npz")
+    for version in (1, 2):
+        old = {k: a for k, a in arrays.items() if k != "checksum"}
+        old["meta"] = json.dumps({**meta, "format_version": version})
+        np.savez(tmp_path / "old.npz", **old)
+        np.testing.assert_array_equal(cs.Solution.load(tmp_path / "old.npz").q, sol.q)
+
+
+def test_loading_a_directory_says_what_it_holds(tmp_path):
+    """Solution.load of a directory: a FileError naming it (before: 'run.npz does not exist', of a
+    file nobody named), for a checkpoint directory with how to continue or read it."""
+    with pytest.raises(cs.FileError, match=r"empty is a directory, not a Solution file.*no \.npz file"):
+        (tmp_path / "empty").mkdir()
+        cs.Solution.load(tmp_path / "empty")
+    body = cs.RigidBody("b", 1.0, (1.0, 1.0, 1.0), angular_velocity=(0.0, 0.0, 1.0))
+    cs.simulate(cs.System([body]), 0.02, 1e-2, checkpoint=tmp_path / "run")
+    for path in (tmp_path / "run", str(tmp_path / "run") + "/"):
+        with pytest.raises(cs.FileError, match=r"is a checkpoint directory.*cs\.resume\("):
+            cs.Solution.load(path)
+    assert len(cs.resume(tmp_path / "run", cs.System([body]))) == 3  # what the message offers
+
+
 def test_inertia_is_kept_as_given():
     J = [[2.0, 0.1, 0.0], [0.1, 3.0, 0.0], [0.0, 0.0, 4.0]]
     np.testing.assert_array_equal(cs.RigidBody("b", 1.0, J).inertia, J)
