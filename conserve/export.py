@@ -221,16 +221,15 @@ def csv_columns(sol) -> dict:
             if getattr(joint, kind) is not None:
                 cols[f"{name}.{kind} [{unit}]"] = getattr(joint, kind)
                 cols[f"{name}.{kind}_rate [{unit}/s]"] = getattr(joint, kind + "_rate")
-    # element work and dissipation (a rotor's motor and bearing under the rotor's name), summed
-    # from t0 to each node, and every rotor with a dissipation column (0 without friction)
-    cumulative = lambda x: np.concatenate([[0.0], np.cumsum(x)])  # noqa: E731
-    for name, w in sol.work_by_element.items():
-        cols[f"{name}.work [J]"] = cumulative(w)
-    dissipated = {name: cumulative(d) for name, d in sol.dissipation_by_element.items()}
+    # element work and dissipation (a rotor's motor and bearing under the rotor's name) from t0 to
+    # each node, and every rotor with a dissipation column (0 without friction)
+    for name, w in sol.cumulative_work.items():
+        cols[f"{name}.cumulative_work [J]"] = w
+    dissipated = sol.cumulative_dissipation
     for name in list(sol.layout.get("rotors", [])) + list(body_rotors):
         dissipated.setdefault(name, np.zeros(len(sol)))
     for name, d in dissipated.items():
-        cols[f"{name}.dissipated [J]"] = d
+        cols[f"{name}.cumulative_dissipation [J]"] = d
     return cols
 
 
@@ -240,8 +239,10 @@ def to_csv(sol, path):
     quaternion (w, x, y, z; rigid bodies), velocity and angular velocity (``"<part>.x_x [m]"``
     …); per rotor its angle, relative rate and axial momentum; per joint with an angle or slide
     both and their rates (:meth:`conserve.Solution.joint`); per element the work done and the
-    energy dissipated from t0 to the node. A rotor has the same columns in the hybrid and the
-    full-body model (the full-body rotor's part, bearing joint, motor and bearing damper appear
+    energy dissipated from t0 to the node (``"<name>.cumulative_work [J]"``,
+    ``"<name>.cumulative_dissipation [J]"``: :attr:`conserve.Solution.cumulative_work`, not the
+    per-step :attr:`~conserve.Solution.work_per_step`). A rotor has the same columns in the
+    hybrid and the full-body model (the full-body rotor's part, bearing joint, motor and bearing damper appear
     only under the rotor's name). Written with the csv module, so names with commas, quotes or
     newlines are quoted (RFC 4180) and read back intact by any CSV reader; numbers in their
     shortest exact form."""

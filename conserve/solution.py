@@ -260,16 +260,40 @@ class Solution:
         return dict(zip(self.layout["coordinate_names"], self.s.T))
 
     @property
-    def work_by_element(self):
-        """{name: (N,) discrete work per step} of motors and applied loads, J (a rotor's motor under
-        the rotor's name, for either rotor model)."""
+    def work_per_step(self):
+        """{name: (N,) discrete work of each step t_n → t_{n+1}} of motors and applied loads, J (a
+        rotor's motor under the rotor's name, for either rotor model); summed from t0:
+        :attr:`cumulative_work`."""
         return self._by_element(self.layout["work_names"], self.work)
 
     @property
-    def dissipation_by_element(self):
-        """{name: (N,) energy removed per step} of joint dampers and rotor bearings, J (a rotor's
-        bearing under the rotor's name, for either rotor model)."""
+    def work_by_element(self):
+        """The same as :attr:`work_per_step`: {name: (N,) work of each step}, J (not summed)."""
+        return self.work_per_step
+
+    @property
+    def cumulative_work(self):
+        """{name: (N+1,) work done from t0 to each node t_n} of motors and applied loads, J (0 at
+        t0; the sum of :attr:`work_per_step`; the CSV's ``"<name>.cumulative_work [J]"``)."""
+        return {name: _from_t0(w) for name, w in self.work_per_step.items()}
+
+    @property
+    def dissipation_per_step(self):
+        """{name: (N,) energy removed in each step t_n → t_{n+1}} by joint dampers and rotor
+        bearings, J (≥ 0; a rotor's bearing under the rotor's name, for either rotor model);
+        summed from t0: :attr:`cumulative_dissipation`."""
         return self._by_element(self.layout["dissipation_names"], self.dissipation)
+
+    @property
+    def dissipation_by_element(self):
+        """The same as :attr:`dissipation_per_step`: {name: (N,) energy removed in each step}, J."""
+        return self.dissipation_per_step
+
+    @property
+    def cumulative_dissipation(self):
+        """{name: (N+1,) energy removed from t0 to each node t_n} by joint dampers and rotor
+        bearings, J (0 at t0; the CSV's ``"<name>.cumulative_dissipation [J]"``)."""
+        return {name: _from_t0(d) for name, d in self.dissipation_per_step.items()}
 
     def _by_element(self, names, per_step):
         """{name: column of per_step (N, len(names))}, a full-body rotor's motor and bearing (elements
@@ -449,6 +473,11 @@ class Solution:
         from .animation import animate
 
         return animate(self, path, **options)
+
+
+def _from_t0(per_step):
+    """(N+1,) sums from t0 to each node of (N,) per-step values (0 at t0)."""
+    return np.concatenate([[0.0], np.cumsum(per_step)])
 
 
 def _directions(basis):

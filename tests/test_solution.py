@@ -201,6 +201,29 @@ def test_loading_a_directory_says_what_it_holds(tmp_path):
     assert len(cs.resume(tmp_path / "run", cs.System([body]))) == 3  # what the message offers
 
 
+def test_work_per_step_and_from_t0_are_named_so(tmp_path):
+    """work_per_step (and the older name work_by_element) holds each step's work; cumulative_work
+    its sum from t0 to each node, which the CSV writes under that name (likewise dissipation)."""
+    run = cs.simulate(problems.spacecraft(), t_end=0.02, dt=1e-2)
+    assert run.work_by_element.keys() == run.work_per_step.keys() == run.cumulative_work.keys() != set()
+    run.to_csv(tmp_path / "run.csv")
+    data = _read_csv(tmp_path / "run.csv")
+    for name, per_step in run.work_per_step.items():
+        assert per_step.shape == (len(run) - 1,) and run.cumulative_work[name].shape == (len(run),)
+        np.testing.assert_array_equal(run.work_by_element[name], per_step)
+        np.testing.assert_array_equal(run.cumulative_work[name], np.concatenate([[0.0], np.cumsum(per_step)]))
+        np.testing.assert_array_equal(data[f"{name}.cumulative_work [J]"], run.cumulative_work[name])
+    assert run.dissipation_by_element.keys() == run.dissipation_per_step.keys() == run.cumulative_dissipation.keys()
+    for name, per_step in run.dissipation_per_step.items():
+        np.testing.assert_array_equal(run.dissipation_by_element[name], per_step)
+        np.testing.assert_array_equal(run.cumulative_dissipation[name], np.concatenate([[0.0], np.cumsum(per_step)]))
+        np.testing.assert_array_equal(data[f"{name}.cumulative_dissipation [J]"], run.cumulative_dissipation[name])
+    # the energy balance in these terms: E_n − E_0 = Σ cumulative work − Σ cumulative dissipation
+    work = sum(run.cumulative_work.values())
+    np.testing.assert_allclose(run.energy.total - run.energy.total[0], work, rtol=0,
+                               atol=1e-12 * np.max(run.energy.kinetic))
+
+
 def test_inertia_is_kept_as_given():
     J = [[2.0, 0.1, 0.0], [0.1, 3.0, 0.0], [0.0, 0.0, 4.0]]
     np.testing.assert_array_equal(cs.RigidBody("b", 1.0, J).inertia, J)
