@@ -286,6 +286,27 @@ def test_summary_reports_the_momenta_the_symmetry_conserves():
     assert orbit.symmetries == {"angular_momentum": np.eye(3).tolist(), "linear_momentum": []}
 
 
+def test_an_energy_of_zero_is_no_scale_for_its_errors():
+    """A pendulum released at its pivot's height has E0 = 0: the summary states the energy error
+    relative to the largest kinetic or |potential| energy reached, and says so (before: "1.78e+286
+    of |E0|"); the conservation plot likewise (before: NaN and inf)."""
+    from conserve.plotting import plot_conservation
+
+    bob = cs.PointMass("bob", 1.0, position=(1.0, 0.0, 0.0))
+    run = cs.simulate(cs.System([bob, cs.Distance(cs.ground, bob, points=((0, 0, 0), (1, 0, 0))), cs.Gravity()]),
+                      0.3, 1e-2)
+    assert run.energy.total[0] == 0.0
+    scale = max(np.max(run.energy.kinetic), np.max(np.abs(run.energy.potential)))
+    assert run.energy_scale == scale > 1.0
+    line = next(x for x in run.summary().splitlines() if x.strip().startswith("energy"))
+    assert "|E0|" not in line and f"of its scale {scale:.3g} J (the largest kinetic or |potential| energy" in line
+    absolute, relative = (float(x.split()[0]) for x in line.split("max |E - E0| = ")[1].split(" = ")[:2])
+    assert absolute == float(f"{np.max(np.abs(run.energy.total)):.2e}")
+    assert relative <= 1e-14
+    errors = plot_conservation(run).axes[0].lines[0].get_ydata()
+    assert np.all(np.isfinite(errors)) and np.max(np.abs(errors)) <= 1e-14
+
+
 def test_a_loaded_solution_knows_the_symmetries_of_its_model(tmp_path):
     """(before: saved without them unless read first, so the loaded summary judged the heavy top's
     J·e1 and J·e2, which gravity changes, as drift)"""
