@@ -80,9 +80,18 @@ class Ensemble:
         return iter(self.members)
 
     def stack(self, quantity):
-        """``quantity(solution)`` (an array with the time nodes or steps first) of every member,
-        stacked to (n_members, n, ...); a failed member's missing nodes are NaN."""
+        """``quantity(solution)`` of every member, stacked: an array with the time nodes or steps
+        first gives (n_members, n, ...), a failed member's missing nodes NaN; a scalar (a float or
+        0-d array, e.g. ``lambda s: s.energy.total[-1]``) gives (n_members,)."""
         values = [np.asarray(quantity(m), float) for m in self.members]
+        scalars = [v.ndim == 0 for v in values]
+        if all(scalars):
+            return np.array(values)
+        if any(scalars):
+            i = scalars.index(not scalars[0])
+            raise ValueError(f"Ensemble.stack: quantity returned shape {values[0].shape} for member 0 but "
+                             f"{values[i].shape} for member {i}; return a scalar for every member or an array "
+                             "with the nodes (or steps) first for every member.")
         n = max(v.shape[0] for v in values)
         out = np.full((len(values), n, *values[0].shape[1:]), np.nan)
         for i, v in enumerate(values):
@@ -90,11 +99,20 @@ class Ensemble:
         return out
 
     def to_xarray(self):
-        """The members' :meth:`conserve.Solution.to_xarray` datasets along a new
-        dimension ``member`` (a failed member's missing times are NaN)."""
-        import xarray as xr
+        """The members' :meth:`conserve.Solution.to_xarray` datasets along a new dimension
+        ``member`` (:func:`conserve.export.members_to_xarray`: a failed member's missing times are
+        NaN, ``stats`` (member,) each member's stats as JSON), with ``failure`` (member,): why the
+        member's step failed, "" for a member that ran to the end."""
+        from .export import members_to_xarray
 
-        return xr.concat([m.to_xarray() for m in self.members], dim="member", join="outer")
+        ds = members_to_xarray(self.members)
+        reasons = [str(self.failures[i]) if i in self.failures else "" for i in range(len(self))]
+        return ds.assign(failure=("member", reasons, {"long_name": "why the member's step failed (empty: it did not)"}))
+
+    def to_netcdf(self, path):
+        """Write :meth:`to_xarray` to a netCDF file; ``xarray.open_dataset(path)`` reads it back
+        with the same values (needs xarray; without netCDF4/h5netcdf, scipy writes netCDF3)."""
+        self.to_xarray().to_netcdf(path)
 
 
 def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director", newton=None, order=2, t0=0.0,

@@ -16,38 +16,52 @@ from pathlib import Path
 import numpy as np
 
 from .errors import FileError
-from .files import json_record, load_npz
+from .files import content_digest, json_record, load_npz
 
-#: Version of the npz layout written by :func:`save` (2: ``substeps`` added; version 1 files
-#: still load, with one sub-step per step).
-FORMAT_VERSION = 2
+#: Version of the npz layout written by :func:`save` (2: ``substeps`` added; 3: a ``checksum`` of
+#: the contents). Versions 1 and 2 still load (without a checksum to verify; version 1 with one
+#: sub-step per step).
+FORMAT_VERSION = 3
 
 
 def save(sol, path):
     """Write all arrays and metadata of ``sol`` to an .npz file (format version FORMAT_VERSION;
-    ``.npz`` is appended to a name without it, as numpy does)."""
+    ``.npz`` is appended to a name without it, as numpy does), with the sha256 of its contents
+    (:func:`conserve.files.content_digest`) under ``checksum``, which :func:`load` verifies."""
     if Path(path).is_dir():  # numpy would write "<directory>.npz" beside it
         raise FileError(f"Solution.save: {path} is a directory; give a file name, e.g. {Path(path) / 'run.npz'}.")
     meta = {"format_version": FORMAT_VERSION, "layout": sol.layout, "stats": sol.stats}
-    np.savez(path, meta=json.dumps(meta), **{k: getattr(sol, k) for k in sol._arrays},
-             **{f"diag_{k}": a for k, a in sol.diagnostics.items()})
+    arrays = {"meta": json.dumps(meta), **{k: getattr(sol, k) for k in sol._arrays},
+              **{f"diag_{k}": a for k, a in sol.diagnostics.items()}}
+    np.savez(path, checksum=content_digest(arrays), **arrays)
 
 
 def load(path):
     """The Solution in a file written by :func:`save` (the ``.npz`` suffix may be omitted, as in
-    save). Anything else (corrupt, truncated, foreign, a newer format) raises
-    :class:`~conserve.errors.FileError`; nothing in the file is executed (no pickles)."""
+    save). Anything else (corrupt, truncated, foreign, a newer format, a directory) raises
+    :class:`~conserve.errors.FileError`, and so does a file whose contents no longer match its
+    checksum (edited or damaged after it was written); nothing in the file is executed (no
+    pickles)."""
     from .solution import Solution
 
     path = str(path)
+    who = "Solution.load"
+    _refuse_directory(Path(path), who)
     if not path.endswith(".npz"):
         path += ".npz"
-    who = "Solution.load"
     arrays = load_npz(path, who)
     meta = json_record(arrays, "meta", path, who)
-    if meta.get("format_version") not in (1, FORMAT_VERSION):
-        raise FileError(f"{who}: {path} has format version {meta.get('format_version')}; this conserve reads "
+    version = meta.get("format_version")
+    if version not in (1, 2, FORMAT_VERSION):
+        raise FileError(f"{who}: {path} has format version {version}; this conserve reads "
                         f"1…{FORMAT_VERSION} (written by a newer conserve? upgrade it).")
+    if version >= 3:
+        stored = str(arrays.pop("checksum", ""))
+        if stored != content_digest(arrays):
+            raise FileError(f"{who}: {path} was changed after it was written (its contents do not match the "
+                            + ("checksum it carries" if stored else "checksum it lacks")
+                            + ": edited or damaged); it was not loaded. Load an unchanged copy, or rerun the "
+                            "simulation that wrote it.")
     try:
         diag = {k[5:]: a for k, a in arrays.items() if k.startswith("diag_")}
         layout = dict(meta["layout"])
@@ -65,14 +79,38 @@ def load(path):
     return solution
 
 
-def to_xarray(sol):
+def _refuse_directory(path: Path, who):
+    """A FileError saying what the directory ``path`` holds and how to read it."""
+    if not path.is_dir():
+        return
+    if (path / "run.npz").exists():
+        raise FileError(f"{who}: {path} is a checkpoint directory (simulate(..., checkpoint=path)), not a Solution "
+                        f"file; a checkpoint is continued with cs.resume({str(path)!r}, system), which returns the "
+                        "run's Solution (a finished run's at once).")
+    if (path / "sweep.json").exists():
+        raise FileError(f"{who}: {path} is the directory of a sweep (cs.studies.sweep), not a Solution file; "
+                        "calling sweep again with the same arguments returns its members (stored ones are not "
+                        "run again), or load one member's file, member-<hash>.npz "
+                        "(conserve.studies.sweep.member_path).")
+    files = sorted(p.name for p in path.glob("*.npz"))
+    raise FileError(f"{who}: {path} is a directory, not a Solution file; give the file sol.save wrote"
+                    + (f", e.g. {path / files[0]} ({len(files)} .npz file(s) there)" if files else
+                       " (there is no .npz file in it)") + ".")
+
+
+def to_xarray(sol, keep_empty=False):
     """``sol`` as an ``xarray.Dataset`` (xarray is optional: ``pip install xarray``).
 
     Dimensions: ``time`` (N+1 nodes, s), ``step`` (N steps, labelled by t_{n+½}),
     ``coordinate`` (n_q, "part.block_axis" with blocks x, d1, d2, d3), ``part``, ``body``,
     ``axis`` (x, y, z), ``quaternion`` (w, x, y, z), ``constraint_row`` ("owner: equation"),
     ``joint_coordinate``, ``rotor``, ``work_element``, ``dissipation_element``. Every variable
-    carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON)."""
+    carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON).
+    Dimensions of length 0 (``rotor`` of a model without hybrid rotors, …) are left out with
+    their variables (unless ``keep_empty``), so that the Dataset, and a concatenation of such
+    Datasets (:func:`members_to_xarray`), writes a netCDF file that reads back: netCDF3, which
+    xarray writes with scipy when netCDF4/h5netcdf are not installed, reads a length-0 dimension
+    as the unlimited one and fails."""
     try:
         import xarray as xr
     except ImportError:
@@ -88,7 +126,7 @@ def to_xarray(sol):
         "position": (("time", "part", *xyz), np.stack([sol[n].position for n in sol.parts], 1), "m",
                      "centre of mass"),
         "orientation": (("time", "body", "quaternion"),
-                        np.stack([sol[n].quaternion for n in rigid], 1).reshape(len(sol), len(rigid), 4),
+                        np.stack([sol[n].quaternion for n in rigid], 1) if rigid else np.zeros((len(sol), 0, 4)),
                         "1", "unit quaternion of the body frame"),
         "joint_coordinates": (("time", "joint_coordinate"), sol.s, "rad or m", "tracked joint coordinates"),
         "rotor_momentum": (("time", "rotor"), sol.p, "kg m2/s", "axial angular momentum of hybrid rotors"),
@@ -115,15 +153,34 @@ def to_xarray(sol):
     variables = {k: (dims, np.asarray(a), {"units": u, "long_name": ln}) for k, (dims, a, u, ln) in data.items()}
     attrs = {"format_version": FORMAT_VERSION, "layout": json.dumps(sol.layout), "stats": json.dumps(sol.stats),
              "source": "conserve"}
-    return xr.Dataset(variables, coords=coords, attrs=attrs)
+    ds = xr.Dataset(variables, coords=coords, attrs=attrs)
+    return ds if keep_empty else _without_empty(ds)
+
+
+def members_to_xarray(solutions):
+    """The :func:`to_xarray` Datasets of ``solutions`` (of one model structure: an ensemble's, a
+    sweep's members) along a new dimension ``member``, joined on their times (a member with fewer
+    nodes, one that failed, has NaN at the times it lacks); dimensions of length 0 in every member
+    are left out as in :func:`to_xarray`. Each member's stats are the variable ``stats``
+    (member,) (JSON), the attrs those the members share (layout, format version)."""
+    import xarray as xr
+
+    ds = xr.concat([to_xarray(sol, keep_empty=True) for sol in solutions], dim="member", join="outer")
+    stats = [json.dumps(sol.stats) for sol in solutions]
+    ds = ds.assign(stats=("member", stats, {"long_name": "the member's Solution.stats (JSON)"}))
+    ds.attrs.pop("stats", None)
+    return _without_empty(ds)
+
+
+def _without_empty(ds):
+    """``ds`` without its dimensions of length 0 and their variables."""
+    return ds.drop_dims([d for d, n in ds.sizes.items() if n == 0])
 
 
 def to_netcdf(sol, path):
     """Write :func:`to_xarray` to a netCDF file (needs xarray; without netCDF4/h5netcdf, scipy
-    writes netCDF3). Empty dimensions (no rotors, say) are left out: netCDF3 would read a
-    length-0 dimension as unlimited."""
-    ds = to_xarray(sol)
-    ds.drop_dims([d for d, n in ds.sizes.items() if n == 0]).to_netcdf(path)
+    writes netCDF3); ``xarray.open_dataset(path)`` reads it back with the same values."""
+    to_xarray(sol).to_netcdf(path)
 
 
 def csv_columns(sol) -> dict:
@@ -164,16 +221,15 @@ def csv_columns(sol) -> dict:
             if getattr(joint, kind) is not None:
                 cols[f"{name}.{kind} [{unit}]"] = getattr(joint, kind)
                 cols[f"{name}.{kind}_rate [{unit}/s]"] = getattr(joint, kind + "_rate")
-    # element work and dissipation (a rotor's motor and bearing under the rotor's name), summed
-    # from t0 to each node, and every rotor with a dissipation column (0 without friction)
-    cumulative = lambda x: np.concatenate([[0.0], np.cumsum(x)])  # noqa: E731
-    for name, w in sol.work_by_element.items():
-        cols[f"{name}.work [J]"] = cumulative(w)
-    dissipated = {name: cumulative(d) for name, d in sol.dissipation_by_element.items()}
+    # element work and dissipation (a rotor's motor and bearing under the rotor's name) from t0 to
+    # each node, and every rotor with a dissipation column (0 without friction)
+    for name, w in sol.cumulative_work.items():
+        cols[f"{name}.cumulative_work [J]"] = w
+    dissipated = sol.cumulative_dissipation
     for name in list(sol.layout.get("rotors", [])) + list(body_rotors):
         dissipated.setdefault(name, np.zeros(len(sol)))
     for name, d in dissipated.items():
-        cols[f"{name}.dissipated [J]"] = d
+        cols[f"{name}.cumulative_dissipation [J]"] = d
     return cols
 
 
@@ -183,8 +239,10 @@ def to_csv(sol, path):
     quaternion (w, x, y, z; rigid bodies), velocity and angular velocity (``"<part>.x_x [m]"``
     …); per rotor its angle, relative rate and axial momentum; per joint with an angle or slide
     both and their rates (:meth:`conserve.Solution.joint`); per element the work done and the
-    energy dissipated from t0 to the node. A rotor has the same columns in the hybrid and the
-    full-body model (the full-body rotor's part, bearing joint, motor and bearing damper appear
+    energy dissipated from t0 to the node (``"<name>.cumulative_work [J]"``,
+    ``"<name>.cumulative_dissipation [J]"``: :attr:`conserve.Solution.cumulative_work`, not the
+    per-step :attr:`~conserve.Solution.work_per_step`). A rotor has the same columns in the
+    hybrid and the full-body model (the full-body rotor's part, bearing joint, motor and bearing damper appear
     only under the rotor's name). Written with the csv module, so names with commas, quotes or
     newlines are quoted (RFC 4180) and read back intact by any CSV reader; numbers in their
     shortest exact form."""

@@ -6,6 +6,7 @@ A file that is not one conserve wrote (corrupt, truncated, another program's, a 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 
@@ -37,3 +38,16 @@ def json_record(arrays, key, file, who):
     if not isinstance(record, dict):
         raise FileError(f"{who}: {file} is not a conserve file of this kind (no readable '{key}' record).")
     return record
+
+
+def content_digest(arrays) -> str:
+    """sha256 (hex) of ``arrays`` ({name: array-like}) as they load back from an npz file: each
+    entry's name, dtype, shape and bytes, in the order of the names. The same for the arrays
+    before ``numpy.savez`` and after :func:`load_npz`, so it detects a file edited or damaged
+    after it was written (what the zip format's own CRC does not see: a file rewritten whole)."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(np.asarray(arrays[name]))
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()

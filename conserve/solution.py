@@ -260,16 +260,40 @@ class Solution:
         return dict(zip(self.layout["coordinate_names"], self.s.T))
 
     @property
-    def work_by_element(self):
-        """{name: (N,) discrete work per step} of motors and applied loads, J (a rotor's motor under
-        the rotor's name, for either rotor model)."""
+    def work_per_step(self):
+        """{name: (N,) discrete work of each step t_n → t_{n+1}} of motors and applied loads, J (a
+        rotor's motor under the rotor's name, for either rotor model); summed from t0:
+        :attr:`cumulative_work`."""
         return self._by_element(self.layout["work_names"], self.work)
 
     @property
-    def dissipation_by_element(self):
-        """{name: (N,) energy removed per step} of joint dampers and rotor bearings, J (a rotor's
-        bearing under the rotor's name, for either rotor model)."""
+    def work_by_element(self):
+        """The same as :attr:`work_per_step`: {name: (N,) work of each step}, J (not summed)."""
+        return self.work_per_step
+
+    @property
+    def cumulative_work(self):
+        """{name: (N+1,) work done from t0 to each node t_n} of motors and applied loads, J (0 at
+        t0; the sum of :attr:`work_per_step`; the CSV's ``"<name>.cumulative_work [J]"``)."""
+        return {name: _from_t0(w) for name, w in self.work_per_step.items()}
+
+    @property
+    def dissipation_per_step(self):
+        """{name: (N,) energy removed in each step t_n → t_{n+1}} by joint dampers and rotor
+        bearings, J (≥ 0; a rotor's bearing under the rotor's name, for either rotor model);
+        summed from t0: :attr:`cumulative_dissipation`."""
         return self._by_element(self.layout["dissipation_names"], self.dissipation)
+
+    @property
+    def dissipation_by_element(self):
+        """The same as :attr:`dissipation_per_step`: {name: (N,) energy removed in each step}, J."""
+        return self.dissipation_per_step
+
+    @property
+    def cumulative_dissipation(self):
+        """{name: (N+1,) energy removed from t0 to each node t_n} by joint dampers and rotor
+        bearings, J (0 at t0; the CSV's ``"<name>.cumulative_dissipation [J]"``)."""
+        return {name: _from_t0(d) for name, d in self.dissipation_per_step.items()}
 
     def _by_element(self, names, per_step):
         """{name: column of per_step (N, len(names))}, a full-body rotor's motor and bearing (elements
@@ -355,6 +379,23 @@ class Solution:
         return self.diagnostics["constraint_residual"]
 
     @property
+    def energy_scale(self) -> float:
+        """The size of the terms that make up the energy, J: the largest kinetic energy or
+        magnitude of the potential energy at any node (0 for a system at rest in no field).
+        :meth:`summary` states energy errors relative to it, not to ``|E0|``, which is no scale
+        when the terms cancel (E0 = 0 for a chain released at its pivot's height)."""
+        T, V = self.energy.kinetic, self.energy.potential
+        return float(max(np.max(np.abs(T)), np.max(np.abs(V)))) if len(self) else 0.0
+
+    def momentum_scale(self, name="angular_momentum") -> float:
+        """The size of the terms that make up the ``"angular_momentum"`` (kg m²/s) or
+        ``"linear_momentum"`` (kg m/s): their largest sum of magnitudes at any node
+        (``Model.momentum_scales``; for a file saved without them, the momentum's largest
+        magnitude)."""
+        values = self.diagnostics[name]
+        return float(np.max(self.diagnostics.get(f"{name}_scale", np.linalg.norm(values, axis=1))))
+
+    @property
     def symmetries(self) -> dict:
         """{"angular_momentum": basis, "linear_momentum": basis}: the directions e (orthonormal
         lists of 3 numbers, possibly none) along which the model conserves J·e (about the origin)
@@ -368,14 +409,17 @@ class Solution:
         return self.layout.get("symmetries")
 
     def summary(self) -> str:
-        """A few lines on conservation and cost. Momenta are reported only along the directions
-        the model's symmetry conserves (:attr:`symmetries`), as the largest change of J·e (L·e) in
-        absolute terms and relative to the size of the terms that make up the momentum (the
-        scale its round-off lives on: a satellite whose J0 is itself round-off is not judged
-        against J0)."""
+        """A few lines on conservation and cost. The energy's largest change (and, with work or
+        dissipation, the energy-balance error) is reported in J and relative to
+        :attr:`energy_scale`, the size of the energies that make it up. Momenta are reported only
+        along the directions the model's symmetry conserves (:attr:`symmetries`), as the largest
+        change of J·e (L·e) in absolute terms and relative to the size of the terms that make up
+        the momentum (:meth:`momentum_scale`). Both scales are where round-off lives: a chain
+        released at its pivot's height (E0 = 0) or a satellite whose J0 is itself round-off is not
+        judged against E0 or J0."""
         E = self.energy.total
         s = self.stats
-        scale_E = max(abs(E[0]), 1e-300)
+        scale_E = self.energy_scale
         dt = np.diff(self.t) if len(self) > 1 else np.full(1, np.nan)
         size = f"{dt[0]:.3g} s" if np.ptp(dt) <= 1e-9 * np.max(np.abs(self.t)) else f"{dt.min():.3g} … {dt.max():.3g} s"
         if "accepted_steps" in s:  # adaptive (conserve.adaptive): steps of 2 per accepted attempt, nodes kept
@@ -387,16 +431,18 @@ class Solution:
         lines = [
             f"{s.get('steps', len(self) - 1)} steps of {size} to t = {self.t[-1]:.6g} s "
             f"(backend {s.get('backend', '?')}, {self.layout['degrees_of_freedom']} degrees of freedom)",
-            f"  energy              max |E - E0| = {np.max(np.abs(E - E[0])):.2e} J = "
-            f"{np.max(np.abs(E - E[0])) / scale_E:.2e} of |E0|"
-            + (f"; balance E - E0 - (W - D) {np.max(np.abs(self.energy_balance_error)) / scale_E:.2e} of |E0|"
+            f"  energy              max |E - E0| = "
+            + _relative(np.max(np.abs(E - E[0])), scale_E, "J",
+                        f"its scale {scale_E:.3g} J (the largest kinetic or |potential| energy reached)")
+            + ("; balance E - E0 - (W - D) = "
+               + _relative(np.max(np.abs(self.energy_balance_error)), scale_E, "J", "it")
                if self.work.size or self.dissipation.size else "")]
         symmetries = self.symmetries
         for name, what, unit, motion in (
                 ("angular_momentum", "angular momentum", "kg m²/s", "rotation about the origin"),
                 ("linear_momentum", "linear momentum", "kg m/s", "translation")):
             values = self.diagnostics[name]
-            size = np.max(self.diagnostics.get(f"{name}_scale", np.linalg.norm(values, axis=1)))
+            size = self.momentum_scale(name)
             label = f"  {what:<20}"
             if symmetries is not None and not symmetries[name]:
                 lines.append(f"{label}not conserved: the model has no symmetry under {motion} (gravity, ground "
@@ -406,8 +452,7 @@ class Solution:
             change = np.max(np.abs((values - values[0]) @ basis.T))
             lines.append(f"{label}" + ("max |Δ|" if symmetries is None else
                                          f"conserved along {_directions(basis)} (symmetry under {motion}): max |Δ|")
-                         + f" = {change:.2e} {unit}" + (f" = {change / size:.2e} of its scale {size:.3g} {unit}"
-                                                        if size > 0 else "")
+                         + f" = {_relative(change, size, unit, f'its scale {size:.3g} {unit}')}"
                          + (" (the model's symmetries are not known for this file)" if symmetries is None else ""))
         lines += [
             f"  constraint residual max |g| = {np.max(self.constraint_residual):.2e}",
@@ -449,6 +494,16 @@ class Solution:
         from .animation import animate
 
         return animate(self, path, **options)
+
+
+def _relative(value, scale, unit, of):
+    """"1.2e-15 J = 3.4e-16 of <of>", or the value alone for a scale of 0."""
+    return f"{value:.2e} {unit}" + (f" = {value / scale:.2e} of {of}" if scale > 0 else "")
+
+
+def _from_t0(per_step):
+    """(N+1,) sums from t0 to each node of (N,) per-step values (0 at t0)."""
+    return np.concatenate([[0.0], np.cumsum(per_step)])
 
 
 def _directions(basis):

@@ -256,6 +256,41 @@ CASES = [
 ]
 
 
+def _edited_file():
+    path = _scratch("edited") / "run.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cs.simulate(one_body(), 0.02, 1e-2).save(path)
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays["q"] = arrays["q"] + 1e-3  # a number changed by hand
+    np.savez(path, **arrays)
+    return cs.Solution.load(path)
+
+
+def _tilted_top(density):
+    return cs.problems.HeavyTop(density=density, alpha0=np.pi / 4).system()
+
+
+def _sweep_of_another_model():
+    path = _scratch("study")
+    cs.studies.sweep(cs.problems.heavy_top, {"density": [2700.0]}, 0.01, 1e-3, path)
+    return cs.studies.sweep(_tilted_top, {"density": [2700.0]}, 0.01, 1e-3, path)
+
+
+def _loading_a_checkpoint():
+    path = _scratch("load") / "run"
+    cs.simulate(one_body(), 0.02, 1e-2, checkpoint=path)
+    return cs.Solution.load(path)
+
+
+CASES += [
+    ("a Solution file edited after it was saved", _edited_file, cs.FileError, "changed after it was written"),
+    ("Solution.load of a checkpoint directory", _loading_a_checkpoint, cs.FileError, "cs.resume("),
+    ("a sweep into a directory of another model's members", _sweep_of_another_model, cs.ModelError,
+     "another model"),
+]
+
+
 def table():
     """The Markdown table: input, error type, message."""
     rows = ["| bad input | error | message |", "|---|---|---|"]

@@ -84,6 +84,29 @@ def test_a_failing_member_keeps_its_steps_and_the_others_run_on(monkeypatch):
     assert np.isnan(ensemble.stack(lambda sol: sol.q)[0, -1]).all()
 
 
+def test_an_ensemble_writes_netcdf_that_reads_back_and_stacks_scalars(tmp_path):
+    """Ensemble.to_netcdf (scipy's netCDF3 writer) reads back as the Dataset of to_xarray, NaN of a
+    failed member's missing times and the members' ``failure`` included (before: the file of
+    ``to_xarray().to_netcdf`` had zero-length dimensions, and reading it failed with a
+    TypeError); stack takes a scalar per member."""
+    xr = pytest.importorskip("xarray")
+    ensemble = cs.simulate_batch([bob(1.0), bob(5.0), bob(1e-6)], 0.05, 1e-3, chunk=64)
+    assert list(ensemble.failures) == [2] and len(ensemble[2]) == 1
+    ds = ensemble.to_xarray()
+    for path, write in ((tmp_path / "ensemble.nc", ensemble.to_netcdf), (tmp_path / "plain.nc", ds.to_netcdf)):
+        write(path)
+        with xr.open_dataset(path) as back:
+            xr.testing.assert_identical(back.load(), ds)
+    np.testing.assert_array_equal(ds["q"].values[1], ensemble[1].q)
+    assert np.isnan(ds["q"].values[2, 1:]).all() and list(ds["failure"].values[:2]) == ["", ""]
+    assert ds["failure"].values[2] == str(ensemble.failures[2]) and "member 2" in ds["failure"].values[2]
+    final = ensemble.stack(lambda sol: sol.energy.total[-1])
+    np.testing.assert_array_equal(final, [sol.energy.total[-1] for sol in ensemble])
+    np.testing.assert_array_equal(ensemble.stack(lambda sol: np.float64(len(sol))), [51, 51, 1])
+    with pytest.raises(ValueError, match="shape \\(\\) for member 0 but \\(51,\\) for member 1"):
+        ensemble.stack(lambda sol: sol.t[-1] if sol is ensemble[0] else sol.t)
+
+
 def test_an_ensemble_stopped_between_chunks_keeps_the_steps_it_took():
     """An error of the progress callback (or Ctrl-C) between chunks stops the ensemble with that
     error, which carries every member's finished steps: those of the member run alone."""

@@ -210,7 +210,7 @@ def test_rotor_views_survive_save_and_load(tmp_path):
         np.testing.assert_array_equal(data["wheel1.rate [rad/s]"], sol.rotor("wheel1").rate)
         np.testing.assert_array_equal(data["wheel1.axial_momentum [kg m^2/s]"], sol.rotor("wheel1").momentum)
         work = sol.work_by_element["wheel1"]  # the motor's work under the rotor's name in either model
-        np.testing.assert_allclose(data["wheel1.work [J]"], np.concatenate([[0.0], np.cumsum(work)]), rtol=0,
+        np.testing.assert_allclose(data["wheel1.cumulative_work [J]"], np.concatenate([[0.0], np.cumsum(work)]), rtol=0,
                                    atol=1e-15)
         headers[model] = header
     assert headers["hybrid"] == headers["body"]

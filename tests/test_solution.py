@@ -115,6 +115,115 @@ def test_xarray_and_netcdf_export(sol, tmp_path):
     back.close()
 
 
+def _read_csv(path):
+    """{column name: (n,) floats} of a CSV file, read with the csv module."""
+    import csv
+
+    with open(path, newline="") as f:
+        header, *rows = list(csv.reader(f))
+    assert all(len(r) == len(header) for r in rows)
+    return dict(zip(header, np.array(rows, float).T))
+
+
+def test_every_export_reads_back_with_the_same_values(sol, tmp_path):
+    """npz, CSV and netCDF of the heavy top (no rotors, joint coordinates, work or dissipation:
+    dimensions of length 0) and of the spacecraft (rotors and motors) read back with the values
+    written, exactly: the npz every array, diagnostic and record; the CSV every column; the netCDF
+    (scipy's netCDF3 writer) the whole Dataset of to_xarray."""
+    import json
+
+    from conserve.export import csv_columns
+
+    xr = pytest.importorskip("xarray")
+    spacecraft = cs.simulate(problems.spacecraft(), t_end=0.02, dt=1e-2)
+    for name, run in (("top", sol), ("spacecraft", spacecraft)):
+        run.save(tmp_path / f"{name}.npz")
+        back = cs.Solution.load(tmp_path / f"{name}.npz")
+        for field in cs.Solution._arrays:
+            np.testing.assert_array_equal(getattr(back, field), getattr(run, field), err_msg=field)
+            assert getattr(back, field).dtype == getattr(run, field).dtype, field
+        assert back.diagnostics.keys() == run.diagnostics.keys()
+        for key, value in run.diagnostics.items():
+            np.testing.assert_array_equal(back.diagnostics[key], value, err_msg=key)
+        for record in ("layout", "stats"):  # as JSON (tuples are read back as lists)
+            assert json.dumps(getattr(back, record), sort_keys=True) == json.dumps(getattr(run, record), sort_keys=True)
+
+        run.to_csv(tmp_path / f"{name}.csv")
+        written = csv_columns(run)
+        read = _read_csv(tmp_path / f"{name}.csv")
+        assert list(read) == list(written)
+        for column, values in written.items():
+            np.testing.assert_array_equal(read[column], values, err_msg=column)
+
+        run.to_netcdf(tmp_path / f"{name}.nc")
+        with xr.open_dataset(tmp_path / f"{name}.nc") as nc:
+            xr.testing.assert_identical(nc.load(), run.to_xarray())
+    assert spacecraft.to_xarray().sizes["rotor"] == 3 and "rotor" not in sol.to_xarray().sizes
+
+
+def test_an_edited_solution_file_is_refused_and_older_files_load(sol, tmp_path):
+    """A Solution file carries the sha256 of its contents: a file edited after it was written (a
+    number changed, a record rewritten, the checksum removed) is refused with a FileError saying
+    so; files of versions 1 and 2, written without a checksum, still load."""
+    import json
+
+    sol.save(tmp_path / "run.npz")
+    with np.load(tmp_path / "run.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    q = arrays["q"].copy()
+    q[5, 0] += 1e-9
+    meta = json.loads(str(arrays["meta"]))
+    edits = {"a coordinate": {**arrays, "q": q},
+             "the stats": {**arrays, "meta": json.dumps({**meta, "stats": {**meta["stats"], "steps": 7}})},
+             "no checksum": {k: a for k, a in arrays.items() if k != "checksum"}}
+    for what, edited in edits.items():
+        np.savez(tmp_path / "edited.npz", **edited)
+        with pytest.raises(cs.FileError, match="edited.npz was changed after it was written"):
+            cs.Solution.load(tmp_path / "edited.npz")
+    for version in (1, 2):
+        old = {k: a for k, a in arrays.items() if k != "checksum"}
+        old["meta"] = json.dumps({**meta, "format_version": version})
+        np.savez(tmp_path / "old.npz", **old)
+        np.testing.assert_array_equal(cs.Solution.load(tmp_path / "old.npz").q, sol.q)
+
+
+def test_loading_a_directory_says_what_it_holds(tmp_path):
+    """Solution.load of a directory: a FileError naming it (before: 'run.npz does not exist', of a
+    file nobody named), for a checkpoint directory with how to continue or read it."""
+    with pytest.raises(cs.FileError, match=r"empty is a directory, not a Solution file.*no \.npz file"):
+        (tmp_path / "empty").mkdir()
+        cs.Solution.load(tmp_path / "empty")
+    body = cs.RigidBody("b", 1.0, (1.0, 1.0, 1.0), angular_velocity=(0.0, 0.0, 1.0))
+    cs.simulate(cs.System([body]), 0.02, 1e-2, checkpoint=tmp_path / "run")
+    for path in (tmp_path / "run", str(tmp_path / "run") + "/"):
+        with pytest.raises(cs.FileError, match=r"is a checkpoint directory.*cs\.resume\("):
+            cs.Solution.load(path)
+    assert len(cs.resume(tmp_path / "run", cs.System([body]))) == 3  # what the message offers
+
+
+def test_work_per_step_and_from_t0_are_named_so(tmp_path):
+    """work_per_step (and the older name work_by_element) holds each step's work; cumulative_work
+    its sum from t0 to each node, which the CSV writes under that name (likewise dissipation)."""
+    run = cs.simulate(problems.spacecraft(), t_end=0.02, dt=1e-2)
+    assert run.work_by_element.keys() == run.work_per_step.keys() == run.cumulative_work.keys() != set()
+    run.to_csv(tmp_path / "run.csv")
+    data = _read_csv(tmp_path / "run.csv")
+    for name, per_step in run.work_per_step.items():
+        assert per_step.shape == (len(run) - 1,) and run.cumulative_work[name].shape == (len(run),)
+        np.testing.assert_array_equal(run.work_by_element[name], per_step)
+        np.testing.assert_array_equal(run.cumulative_work[name], np.concatenate([[0.0], np.cumsum(per_step)]))
+        np.testing.assert_array_equal(data[f"{name}.cumulative_work [J]"], run.cumulative_work[name])
+    assert run.dissipation_by_element.keys() == run.dissipation_per_step.keys() == run.cumulative_dissipation.keys()
+    for name, per_step in run.dissipation_per_step.items():
+        np.testing.assert_array_equal(run.dissipation_by_element[name], per_step)
+        np.testing.assert_array_equal(run.cumulative_dissipation[name], np.concatenate([[0.0], np.cumsum(per_step)]))
+        np.testing.assert_array_equal(data[f"{name}.cumulative_dissipation [J]"], run.cumulative_dissipation[name])
+    # the energy balance in these terms: E_n − E_0 = Σ cumulative work − Σ cumulative dissipation
+    work = sum(run.cumulative_work.values())
+    np.testing.assert_allclose(run.energy.total - run.energy.total[0], work, rtol=0,
+                               atol=1e-12 * np.max(run.energy.kinetic))
+
+
 def test_inertia_is_kept_as_given():
     J = [[2.0, 0.1, 0.0], [0.1, 3.0, 0.0], [0.0, 0.0, 4.0]]
     np.testing.assert_array_equal(cs.RigidBody("b", 1.0, J).inertia, J)
@@ -175,6 +284,27 @@ def test_summary_reports_the_momenta_the_symmetry_conserves():
     body = cs.RigidBody("sat", mass=1.0, inertia=(0.1, 0.2, 0.3), position=(1.0, 0, 0), velocity=(0, 1.0, 0))
     orbit = cs.simulate(cs.System([body, cs.CentralGravity(1.0)]), 0.1, 1e-2)
     assert orbit.symmetries == {"angular_momentum": np.eye(3).tolist(), "linear_momentum": []}
+
+
+def test_an_energy_of_zero_is_no_scale_for_its_errors():
+    """A pendulum released at its pivot's height has E0 = 0: the summary states the energy error
+    relative to the largest kinetic or |potential| energy reached, and says so (before: "1.78e+286
+    of |E0|"); the conservation plot likewise (before: NaN and inf)."""
+    from conserve.plotting import plot_conservation
+
+    bob = cs.PointMass("bob", 1.0, position=(1.0, 0.0, 0.0))
+    run = cs.simulate(cs.System([bob, cs.Distance(cs.ground, bob, points=((0, 0, 0), (1, 0, 0))), cs.Gravity()]),
+                      0.3, 1e-2)
+    assert run.energy.total[0] == 0.0
+    scale = max(np.max(run.energy.kinetic), np.max(np.abs(run.energy.potential)))
+    assert run.energy_scale == scale > 1.0
+    line = next(x for x in run.summary().splitlines() if x.strip().startswith("energy"))
+    assert "|E0|" not in line and f"of its scale {scale:.3g} J (the largest kinetic or |potential| energy" in line
+    absolute, relative = (float(x.split()[0]) for x in line.split("max |E - E0| = ")[1].split(" = ")[:2])
+    assert absolute == float(f"{np.max(np.abs(run.energy.total)):.2e}")
+    assert relative <= 1e-14
+    errors = plot_conservation(run).axes[0].lines[0].get_ydata()
+    assert np.all(np.isfinite(errors)) and np.max(np.abs(errors)) <= 1e-14
 
 
 def test_a_loaded_solution_knows_the_symmetries_of_its_model(tmp_path):

@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -83,6 +84,81 @@ def test_a_sweep_with_other_settings_is_refused_not_handed_the_stored_members(tm
     with pytest.raises(cs.ModelError, match="options"):
         cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path, backend="reduced")
     assert cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path).sizes["time"] == round(T_END / DT) + 1
+
+
+def tilted(density, omega_p):
+    """The heavy top of GRID's parameters, tilted by 45° instead of 60°: another model."""
+    return cs.problems.HeavyTop(density=density, omega_p=omega_p, alpha0=np.pi / 4).system()
+
+
+def test_a_sweep_of_another_model_is_refused_not_handed_the_stored_members(tmp_path):
+    """The members stored carry their model's fingerprint: a make_system that builds another model
+    for their parameters is refused (before: the tilted top's sweep returned the upright one's
+    members as its own, 0.72 m off), and so is one whose members were stored without it (by
+    their initial state); reading the sweep's directory as a Solution says what it is."""
+    grid = {"density": [2700.0], "omega_p": [10.0]}
+    first = cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path)
+    with pytest.raises(cs.ModelError, match=r"holds members of another model: for the parameters "
+                                            r"\{'density': 2700.0, 'omega_p': 10.0\}.*initial state differ"):
+        cs.studies.sweep(tilted, grid, T_END, DT, tmp_path)
+    path = member_path(tmp_path, grid_member := {"density": 2700.0, "omega_p": 10.0})
+    stored = cs.Solution.load(path)
+    del stored.stats["fingerprint"]  # as a sweep stored it before fingerprints
+    stored.save(path)
+    with pytest.raises(cs.ModelError, match="another model.*initial state differ"):
+        cs.studies.sweep(tilted, grid, T_END, DT, tmp_path)
+    again = cs.studies.sweep(cs.problems.heavy_top, [grid_member], T_END, DT, tmp_path)  # the same model: taken
+    np.testing.assert_array_equal(again["q"].values, first["q"].values)
+    with pytest.raises(cs.FileError, match="is the directory of a sweep"):
+        cs.Solution.load(tmp_path)
+
+
+def test_a_truncated_member_file_is_run_again(tmp_path):
+    """A member file cut short (a disk filled, a copy interrupted) or edited is not counted as
+    done: the sweep warns and runs that member again (before: the sweep failed reading it), and
+    the result is the sweep's first one."""
+    grid = {"density": [2700.0, 5000.0]}
+    first = cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path)
+    cut, kept = (member_path(tmp_path, {"density": d}) for d in grid["density"])
+    cut.write_bytes(cut.read_bytes()[:1000])
+    before = kept.stat().st_mtime_ns
+    with pytest.warns(UserWarning, match=r"stored member \{'density': 2700.0\} cannot be read.*run again"):
+        again = cs.studies.sweep(cs.problems.heavy_top, grid, T_END, DT, tmp_path)
+    xr = pytest.importorskip("xarray")
+    xr.testing.assert_identical(again.drop_vars("stats"), first.drop_vars("stats"))  # (stats: run times)
+    assert kept.stat().st_mtime_ns == before and cs.Solution.load(cut).stats["parameters"] == {"density": 2700.0}
+
+
+def dropped(z0):
+    """A point mass dropped from z0 onto a potential that is NaN below z = 0 (z0 = 1e-6: its
+    first step fails)."""
+    bob = cs.PointMass("bob", mass=1.0, position=(0.0, 0.0, z0))
+    well = cs.Potential([bob], invariants=lambda f: f.position[2], energy=lambda pi: 1e-3 * jnp.sqrt(pi[0]),
+                        name="sqrt-well")
+    return cs.System([bob, cs.Gravity(), well])
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_sweep_whose_members_failed_says_so(tmp_path, batch):
+    """A member whose step fails is stored with its steps up to the failure, and the sweep raises
+    a SimulationError naming it, carrying every member's Dataset (before: the sweep returned as
+    if all had run); allow_failures=True returns that Dataset, whose ``failure`` says which and
+    why; the failed member is not run again."""
+    grid = {"z0": [1.0, 1e-6]}
+    with pytest.raises(cs.SimulationError, match=r"the step of 1 of 2 members failed: \{'z0': 1e-06\}") as err:
+        cs.studies.sweep(dropped, grid, T_END, DT, tmp_path, batch=batch)
+    result = err.value.partial_solution
+    assert result["failure"].values[0] == "" and "Newton" in result["failure"].values[1]
+    assert np.isnan(result["q"].values[1, 1:]).all() and np.isfinite(result["q"].values[0]).all()
+    failed = member_path(tmp_path, {"z0": 1e-6})
+    before = failed.stat().st_mtime_ns
+    allowed = cs.studies.sweep(dropped, grid, T_END, DT, tmp_path, batch=batch, allow_failures=True)
+    xr = pytest.importorskip("xarray")
+    xr.testing.assert_identical(allowed, result)
+    assert failed.stat().st_mtime_ns == before
+    allowed.to_netcdf(tmp_path / "sweep.nc")  # a sweep's Dataset reads back from netCDF
+    with xr.open_dataset(tmp_path / "sweep.nc") as back:
+        xr.testing.assert_identical(back.load(), allowed)
 
 
 @pytest.mark.slow
