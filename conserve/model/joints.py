@@ -279,9 +279,14 @@ class Joint(ConstraintElement):
     def chosen_coordinate(self, which, owner):
         """The coordinate ``which`` ('angle', 'slide' or None: the joint's only one) an element
         ``owner`` (a spring, motor or drive) acts on, or a ModelError saying what the joint has."""
+        if not self.coordinates:
+            raise ModelError(f"'{owner}': joint '{self.name}' is a {type(self).__name__} joint, which has no angle or "
+                             "slide to act on; joint springs, motors and drives act on the angle of a Revolute or "
+                             "Cylindrical joint or the slide of a Prismatic or Cylindrical joint (for a ball joint, "
+                             "chain Revolute joints through light bodies, one per axis, and act on each).")
         if which is None:
             if len(self.coordinates) != 1:
-                raise ModelError(f"'{owner}': joint '{self.name}' has coordinates {self.coordinates or 'none'}; "
+                raise ModelError(f"'{owner}': joint '{self.name}' has coordinates {' and '.join(self.coordinates)}; "
                                  "choose one with coordinate='angle' or 'slide'.")
             return self.coordinates[0]
         if which not in self.coordinates:

@@ -22,6 +22,7 @@ from ..compilation import jit_quick
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .custom import check_quadratic_invariants
+from .drives import JointDrive
 from .bodies import Ground, Part
 from .laws import check_all
 from .parameters import recording
@@ -275,7 +276,27 @@ def make_layout(parts, others, body_rotors) -> Layout:
     layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)], body_rotors=list(body_rotors))
     layout.sketch = _sketch(others, body_rotors)
     layout.joints = {e.name: e.record(layout) for e in others if isinstance(e, Joint)}
+    _record_drives(layout, others)
     return layout
+
+
+def _record_drives(layout: Layout, others):
+    """Note in each driven joint's record which JointDrive prescribes which of its coordinates
+    (``record["drives"]`` {coordinate: drive name}, for its sensor's ``drive``); refuse a drive whose
+    joint is not in the system and two drives on one coordinate (the second would be dropped as a
+    redundant row, its law silently ignored)."""
+    joints = [e for e in others if isinstance(e, Joint)]
+    for drive in (e for e in others if isinstance(e, JointDrive)):
+        joint = drive.joint
+        if not any(j is joint for j in joints):
+            raise ModelError(f"'{drive.name}': it drives joint '{joint.name}', which is not in the system; add the "
+                             "joint to the System too (a drive prescribes a coordinate of a joint, it is no joint).")
+        driven = layout.joints[joint.name].setdefault("drives", {})
+        if drive.coordinate in driven:
+            raise ModelError(f"joint '{joint.name}': its {drive.coordinate} is prescribed by two drives, "
+                             f"'{driven[drive.coordinate]}' and '{drive.name}'; a coordinate follows one law. Remove "
+                             "one of them (to combine motions, give one drive the sum of the laws).")
+        driven[drive.coordinate] = drive.name
 
 
 def stacked_terms(terms, layout: Layout, tree_owners):
