@@ -27,6 +27,47 @@ def test_impossible_inertia(inertia, words):
     assert "'wheel'" in str(err.value)
 
 
+def test_complex_inertia_is_refused_by_name():
+    """(before: numpy's TypeError "float() argument must be ... not 'complex'", no body named)"""
+    with pytest.raises(cs.InvalidInertia, match="body 'wheel': inertia must be real numbers in kg m², got "
+                                                "\\(\\(1\\+1j\\), 1.0, 1.0\\) \\(complex\\)"):
+        body("wheel", inertia=(1 + 1j, 1.0, 1.0))
+    with pytest.raises(cs.InvalidInertia, match="'wheel'.*complex"):  # a complex array: numpy would drop the 1j
+        body("wheel", inertia=np.array([1.0 + 0j, 1.0, 1.0 + 1j]))
+
+
+def test_a_part_built_inside_jax_transformations_says_what_to_differentiate():
+    """RigidBody(mass=<tracer>) (before: "mass must be positive and finite, got GradTracer(...)")."""
+    import jax
+
+    with pytest.raises(cs.ModelError, match="body 'hub': mass is traced by jax .* cs.step or cs.trajectory .* "
+                                            "cs.Parameter"):
+        jax.grad(lambda m: cs.RigidBody("hub", m, (1.0, 1.0, 1.0)).mass)(1.0)
+    with pytest.raises(cs.ModelError, match="point mass 'bob': position is traced by jax"):
+        jax.vmap(lambda x: cs.PointMass("bob", 1.0, position=x).mass)(np.zeros((2, 3)))
+
+
+def test_axes_by_name():
+    """axis="z" (before: "could not convert string to float: 'z'") is e3 wherever a direction is
+    given: the same joints and rotors as with vectors; a list of names for one axis says what fits."""
+    b = body("plate")
+    by_name = cs.Revolute(cs.ground, b, at=(0, 0, 0), axis="-Z", name="hinge")
+    by_vector = cs.Revolute(cs.ground, b, at=(0, 0, 0), axis=(0, 0, -1), name="hinge")
+    for k in by_name._geometry:
+        np.testing.assert_array_equal(by_name._geometry[k], by_vector._geometry[k])
+    cardan = cs.Universal(cs.ground, b, at=(0, 0, 0), axes=("x", "y"), name="cardan")
+    np.testing.assert_array_equal((cardan.u, cardan.w), np.eye(3)[:2])
+    wheel = cs.Rotor("wheel", b, axis="y", axial_inertia=0.02, transverse_inertia=0.012)
+    np.testing.assert_array_equal(wheel.axis, (0.0, 1.0, 0.0))
+    with pytest.raises(cs.ModelError, match="joint 'hinge': axis must be one direction, 3 finite numbers or an axis "
+                                            "name \\('x', 'y', 'z', '-x', '-y', '-z'\\), got \\['x', 'y', 'z'\\]"):
+        cs.Revolute(cs.ground, b, at=(0, 0, 0), axis=["x", "y", "z"], name="hinge")
+    with pytest.raises(cs.ModelError, match="joint 'cardan': axes must be two directions"):
+        cs.Universal(cs.ground, b, at=(0, 0, 0), axes="z", name="cardan")
+    with pytest.raises(cs.ModelError, match="rotor 'wheel': axis must be a non-zero 3-vector or one axis name"):
+        cs.Rotor("wheel", b, axis="up", axial_inertia=0.02, transverse_inertia=0.012)
+
+
 def test_flat_plate_is_allowed():
     """J3 = J1 + J2 (a lamina) is the boundary of the triangle inequality, not beyond it."""
     body("lamina", inertia=(1.0, 2.0, 3.0))
