@@ -68,6 +68,8 @@ class Layout:
         "spring"; part "ground" for the ground), "rotors": {name: (master, body axis, body
         offset, radius m)}} as plain lists
     joints : {name: :meth:`~conserve.model.joints.Joint.record`} of every joint, for its sensors
+        (a driven joint's record: ``"drives"`` {coordinate: drive name})
+    drives : {name: the :class:`~conserve.model.drives.JointDrive`} (posing evaluates their laws)
     projection : what projecting the initial velocities changed (``assemble(project_velocities=True)``)
     """
 
@@ -85,6 +87,7 @@ class Layout:
     degrees_of_freedom: int = 0
     sketch: dict = field(default_factory=dict)
     joints: dict = field(default_factory=dict)
+    drives: dict = field(default_factory=dict)
     projection: str = ""
 
     @property
@@ -297,6 +300,7 @@ def _record_drives(layout: Layout, others):
                              f"'{driven[drive.coordinate]}' and '{drive.name}'; a coordinate follows one law. Remove "
                              "one of them (to combine motions, give one drive the sum of the laws).")
         driven[drive.coordinate] = drive.name
+        layout.drives[drive.name] = drive
 
 
 def stacked_terms(terms, layout: Layout, tree_owners):
@@ -488,8 +492,8 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0, drives=True):
             if _drive(rows):
                 raise InconsistentInitialState(
                     f"'{owner}': at t0 = {t0:g} s its joint's coordinate differs from the drive law's value by "
-                    f"{worst:.3g}; pose the joint at law(t0) (cs.set_joints on the system without the drive gives "
-                    "the parts' positions) or shift the law.")
+                    f"{worst:.3g}; pose the joint at law(t0): cs.set_joints(system, t0={t0:g}) poses every driven "
+                    "joint at its law's value and rate there; or shift the law.")
             raise InconsistentInitialState(
                 f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
                 "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
@@ -500,7 +504,8 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0, drives=True):
             if _drive(rows):
                 raise InconsistentInitialState(
                     f"'{owner}': at t0 = {t0:g} s its joint's rate differs from the drive law's rate by {vals[0]:.6g} "
-                    "(ṡ − law'(t0)); give the parts the velocities the law asks for.")
+                    f"(ṡ − law'(t0)); give the parts the velocities the law asks for: cs.set_joints(system, "
+                    f"t0={t0:g}) poses every driven joint at its law's value and rate there.")
             raise InconsistentInitialState(
                 f"'{owner}': the initial velocities violate its constraint: d/dt of "
                 f"({', '.join(r for r, _ in rows)}) = {np.array2string(vals, precision=6)}; give velocities "
