@@ -139,6 +139,27 @@ def test_redundant_constraints_are_detected_and_named():
     assert "3 redundant equations dropped: second (x), second (y), second (z)" in assembly.report()
 
 
+def test_a_part_only_in_a_joint_is_added_with_a_warning_and_reported():
+    """(before: added silently) A body left out of the System but referenced by a joint is added,
+    named in a UserWarning and in assembly.report(); listed, it is neither."""
+    import warnings
+
+    arm = body("arm", position=(1.0, 0.0, 0.0))
+    hinge = cs.Revolute(cs.ground, arm, at=(0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0), name="hinge")
+    with pytest.warns(UserWarning, match="System: 'arm' \\(in 'hinge'\\) not listed in the System, added because "
+                                         "it appears in other elements; list it in System"):
+        assembly = cs.System([hinge]).assemble()
+    assert "added (not listed in the System): 'arm' (in 'hinge')" in assembly.report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        listed = cs.System([arm, hinge]).assemble()
+    assert "added" not in listed.report()
+    # printed, an assembly is one line (before: every array of the model)
+    assert repr(listed) == str(listed) == "Assembly(1 part, 12 coordinates, 11 constraint equations, 1 DOF)"
+    wheels = cs.problems.spacecraft().assemble()
+    assert repr(wheels) == "Assembly(1 part, 3 hybrid rotors, 12 coordinates, 6 constraint equations, 9 DOF)"
+
+
 def test_point_mass_cannot_be_attached_off_its_position():
     bob = cs.PointMass("bob", mass=1.0, position=(0.0, 0.0, -1.0))
     with pytest.raises(cs.ModelError, match="point mass 'bob'.*own position"):

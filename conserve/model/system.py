@@ -70,6 +70,8 @@ class Layout:
     joints : {name: :meth:`~conserve.model.joints.Joint.record`} of every joint, for its sensors
         (a driven joint's record: ``"drives"`` {coordinate: drive name})
     drives : {name: the :class:`~conserve.model.drives.JointDrive`} (posing evaluates their laws)
+    added : {part name: names of the elements that reference it} of the parts not listed in the
+        System but added because other elements reference them
     projection : what projecting the initial velocities changed (``assemble(project_velocities=True)``)
     """
 
@@ -88,6 +90,7 @@ class Layout:
     sketch: dict = field(default_factory=dict)
     joints: dict = field(default_factory=dict)
     drives: dict = field(default_factory=dict)
+    added: dict = field(default_factory=dict)
     projection: str = ""
 
     @property
@@ -141,18 +144,34 @@ class Assembly:
     def degrees_of_freedom(self):
         return self.layout.degrees_of_freedom
 
+    def __repr__(self):
+        """One line: parts, hybrid rotors, coordinates, constraint equations, degrees of freedom
+        (:meth:`report` for the rest; ``assembly.model`` and ``assembly.initial_state`` hold the arrays)."""
+        L = self.layout
+        count = lambda n, what: f"{n} {what}{'' if n == 1 else 's'}"  # noqa: E731
+        rotors = f", {count(len(L.rotors), 'hybrid rotor')}" if L.rotors else ""
+        return (f"Assembly({count(len(L.parts), 'part')}{rotors}, {count(self.model.n_coordinates, 'coordinate')}, "
+                f"{count(len(L.constraint_rows), 'constraint equation')}, {L.degrees_of_freedom} DOF)")
+
     def report(self) -> str:
         """Coordinates, constraints, rank, dropped rows and degrees of freedom, as text."""
         L = self.layout
         n_q = self.model.n_coordinates
         lines = [f"{len(L.parts)} parts, {n_q} coordinates, {len(L.constraint_rows)} constraint equations, "
                  f"rank {L.rank}: {L.degrees_of_freedom} degrees of freedom"]
+        if L.added:
+            lines.append(f"added (not listed in the System): {_added(L.added)}")
         if L.projection:
             lines.append(L.projection)
         if L.dropped_rows:
             lines.append(f"{len(L.dropped_rows)} redundant equations dropped: "
                          + ", ".join(f"{L.constraint_rows[i][0]} ({L.constraint_rows[i][1]})" for i in L.dropped_rows))
         return "\n".join(lines)
+
+
+def _added(added):
+    """'b' (in 'hinge'), 'c' (in 'spring', 'motor'): parts added with the elements naming them."""
+    return ", ".join(f"'{name}' (in {', '.join(repr(o) for o in owners)})" for name, owners in added.items())
 
 
 def as_assembly(system, who):
@@ -169,11 +188,12 @@ class System:
 
     >>> system = cs.System([top, cs.Spherical(top, cs.ground, at=[0, 0, 0]), cs.Gravity()])
 
-    Parts that appear only in joints or forces are added automatically. Names must be unique.
+    Parts that appear only in joints or forces are added, with a warning naming them (list every
+    part to say that it belongs). Names must be unique.
     """
 
     def __init__(self, elements=()):
-        self.elements, self.body_rotors = [], []
+        self.elements, self.body_rotors, self.added = [], [], {}
         if isinstance(elements, Element):
             raise ModelError(f"System: give the elements as a list, System([...]), got the single element "
                              f"{elements!r}.")
@@ -194,7 +214,19 @@ class System:
 
     def parts(self):
         """Parts with coordinates, in order of first appearance (listed or referenced)."""
-        seen = {}
+        return self._parts()[0]
+
+    def _parts(self):
+        """(the parts with coordinates in order of first appearance, {name: the elements that
+        reference it} of the parts not listed themselves: added, :meth:`validated` warns)."""
+        seen, listed, referenced = {}, set(), {}
+        for e in self.elements:
+            if isinstance(e, Part):
+                listed.add(e.name)
+            else:
+                for p in e.parts():
+                    if not isinstance(p, Ground):
+                        referenced.setdefault(p.name, []).append(e.name)
         for e in self.elements:
             for p in (e,) if isinstance(e, Part) else e.parts():
                 if isinstance(p, Ground):
@@ -205,7 +237,7 @@ class System:
                     raise ModelError(f"System: a {type(p).__name__} is named 'ground', the name of the inertial "
                                      "frame (cs.ground) that joints attach to; give it another name (e.g. 'base').")
                 seen[p.name] = p
-        return list(seen.values())
+        return list(seen.values()), {name: owners for name, owners in referenced.items() if name not in listed}
 
     def assemble(self, redundant="drop", project_velocities=False) -> Assembly:
         """Fix the layout, build the model and check the initial state.
@@ -230,6 +262,7 @@ class System:
         with recording() as parameters:  # the Parameters the laws read, found while they are checked
             parts, others = self.validated()
         layout = make_layout(parts, others, self.body_rotors)
+        layout.added = dict(self.added)
         terms = [t for e in parts + others for t in e.terms(layout)]
         _link_coordinates(terms)
         links, tree_params, tree_owners = spanning_tree(parts, others, layout)
@@ -254,8 +287,14 @@ class System:
 
     def validated(self):
         """(parts, other elements) after checking that there is something to simulate, that names
-        are unique and that every user law can run in the step (:mod:`.laws`)."""
-        parts = self.parts()
+        are unique and that every user law can run in the step (:mod:`.laws`); warns of parts
+        added because an element references them (``self.added``, reported by ``assembly.report()``)."""
+        parts, self.added = self._parts()
+        if self.added:
+            warnings.warn(f"System: {_added(self.added)} not listed in the System, added because "
+                          f"{'it appears' if len(self.added) == 1 else 'they appear'} in other elements; list "
+                          f"{'it' if len(self.added) == 1 else 'them'} in System([...]) to say so (and silence this "
+                          "warning), or check for a part left out or built twice.", UserWarning, stacklevel=4)
         if not parts:
             raise ModelError("System: no bodies or point masses to simulate; add at least one RigidBody or "
                              "PointMass.")
