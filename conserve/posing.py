@@ -52,7 +52,7 @@ _SLOTS = {"angle": 0, "slide": 2}
 #: The largest turn of one piece of the posing (rad): Cayley parameters 2 tan(Δθ/2) stay small.
 PIECE = 0.49 * np.pi
 #: Pieces of a pose whose values are traced (their size is not known): angles up to
-#: TRACED_PIECES × :data:`PIECE` (≈ 1.96 turns) from the build configuration; farther, the
+#: TRACED_PIECES × PIECE (≈ 1.96 turns) from the build configuration; farther, the
 #: traced state is NaN (``pose(..., pieces=...)`` allows more).
 TRACED_PIECES = 8
 
@@ -76,7 +76,7 @@ def set_joints(system, coordinates=None, rates=None, *, t0=0.0, project_velociti
     Returns
     -------
     Assembly with the new initial state (checked against every constraint as at assembly, and
-    the drives' at t0). For joint angles inside ``jax.grad`` or ``jax.vmap`` use :func:`pose`.
+    the drives' at t0). For joint angles inside ``jax.grad`` or ``jax.vmap`` use :func:`conserve.pose`.
     """
     if isinstance(system, System):
         assembly = system.assemble(project_velocities=project_velocities)
@@ -102,19 +102,19 @@ def pose(assembly, coordinates=None, rates=None, *, t0=0.0, pieces=None) -> Stat
     ----------
     assembly : an Assembly (``system.assemble()``) or a System (assembled here, once per call:
         assemble outside the traced function)
-    coordinates, rates : as in :func:`set_joints` (joint names static; values scalars, numbers
+    coordinates, rates : as in :func:`conserve.set_joints` (joint names static; values scalars, numbers
         or traced)
     t0 : s (may be traced): driven joints are posed at law(t0), law'(t0)
     pieces : the number of equal pieces the joints are turned in (static); default: enough for
-        pieces below a right angle when the values are numbers, :data:`TRACED_PIECES` when they
-        are traced (angles up to ≈ 1.96 turns from the build configuration; beyond ≈ 3.6 turns the
-        state is NaN)
+        pieces below a right angle when the values are numbers, ``conserve.posing.TRACED_PIECES`` when they
+        are traced (``TRACED_PIECES``: angles up to ≈ 1.96 turns from the build configuration;
+        beyond ≈ 3.6 turns the state is NaN)
 
     Returns
     -------
     State : q, v on every constraint (by construction), s the tracked joint coordinates (an angle
     set to 7 rad is 7 rad), p the rotors' momenta for their relative spin rates, θ as built.
-    With numbers the state is checked as :func:`set_joints` checks it; with traced values it is not
+    With numbers the state is checked as :func:`conserve.set_joints` checks it; with traced values it is not
     (their derivatives are those of the exact map from joint coordinates to director
     coordinates).
     """
@@ -134,7 +134,7 @@ def _close(x, target):
 
 
 def _pose(assembly, coordinates, rates, t0, pieces, who) -> State:
-    """The posed State (see :func:`pose`); ``who`` names the caller in messages."""
+    """The posed State (see :func:`conserve.pose`); ``who`` names the caller in messages."""
     for name, given in (("coordinates", coordinates), ("rates", rates)):
         if given is not None and not isinstance(given, Mapping):
             raise ModelError(f"{who}: {name} must be a dict {{joint name: value}}, got {given!r}.")

@@ -72,6 +72,8 @@ def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
 def joint_reactions(system, solution, joint, frame="world", *, drives=False) -> Reaction:
     """Reaction force and torque of ``joint`` on its two parts at every step of ``solution``.
 
+    Parameters
+    ----------
     system : the System or Assembly that ``solution`` was computed from
     joint : one of its joints, or its name (any backend: the multipliers mean the same in both)
     frame : "world", "a" or "b" (the axes of that part at the step midpoint), or a part's name
@@ -81,6 +83,10 @@ def joint_reactions(system, solution, joint, frame="world", *, drives=False) -> 
         included (the drive's torque about the axis or force along it, on b, and its reaction on
         a): everything the joint and its servo transmit, e.g. the torque a gimbal's bearing and
         motor put on a spacecraft's base.
+
+    Returns
+    -------
+    Reaction : per step, in the frame asked for
     """
     assembly = as_assembly(system, "joint_reactions")
     model, layout = assembly.model, assembly.layout

@@ -40,13 +40,13 @@ from .kinematics.rotations import angular_velocity
 class DriveLoad(NamedTuple):
     """What the prescribed motions (:class:`conserve.JointDrive`) on one joint apply, per step.
 
-    names : {coordinate ("angle" or "slide"): the drive's name}
-    t : (N,) the steps' midpoints, s
-    torque : (N,) N m about the joint axis n on part b, right-handed about n as the joint angle
-        (part a takes −torque about n); None if the angle is not driven
-    force : (N,) N along n on part b (part a takes −force); None if the slide is not driven
-    work : (N,) J the drives' discrete work per step, torque Δθ + force Δs (what the energy
-        balance counts: Σ work = the change of the system's energy caused by the drives)
+    * ``names``: {coordinate ("angle" or "slide"): the drive's name}
+    * ``t`` (N,): the steps' midpoints, s
+    * ``torque`` (N,): N m about the joint axis n on part b, right-handed about n as the joint
+      angle (part a takes −torque about n); None if the angle is not driven
+    * ``force`` (N,): N along n on part b (part a takes −force); None if the slide is not driven
+    * ``work`` (N,): J, the drives' discrete work per step, torque Δθ + force Δs (what the energy
+      balance counts: Σ work = the change of the system's energy caused by the drives)
 
     Each step's value is τ = −λ of the drive's constraint row s − θ(t) = 0 (:mod:`conserve.model.drives`),
     constant over the step, so torque · Δθ is the step's work exactly; it alternates about the

@@ -26,7 +26,7 @@ AXIS_NAMES = {f"{sign}{name}": (1.0 if sign == "" else -1.0) * np.eye(3)[k]
 
 
 def named_direction(value):
-    """The unit vector of an axis name of :data:`AXIS_NAMES` ('x', 'y', 'z', '-x', '-y', '-z',
+    """The unit vector of an axis name of ``AXIS_NAMES`` ('x', 'y', 'z', '-x', '-y', '-z',
     case-insensitive), a copy; anything else unchanged (a 3-vector is checked by its user)."""
     if isinstance(value, str) and value.strip().lower() in AXIS_NAMES:
         return AXIS_NAMES[value.strip().lower()].copy()

@@ -42,7 +42,7 @@ PERPENDICULAR_TOL = 1e-9
 
 
 def _vec3(joint, what, value, direction=False):
-    """3 finite numbers (``direction``: or an axis name, :data:`~conserve.kinematics.frames.AXIS_NAMES`)."""
+    """3 finite numbers (``direction``: or an axis name, ``conserve.kinematics.frames.AXIS_NAMES``)."""
     try:
         v = np.asarray(named_direction(value) if direction else value, float)
     except (TypeError, ValueError):  # words, complex numbers, ragged lists
