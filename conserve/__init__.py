@@ -36,5 +36,6 @@ __all__ = [
     "Spherical", "SpringDamper",
     "System", "Torque", "Universal", "ground", "resume", "simulate", "Solution", "linearize", "Linearization",
     "joint_reactions", "Reaction", "step", "initial_state", "energy",
-    "enable_compilation_cache", "Adaptive", "simulate_batch", "Ensemble", "Parameter", "trajectory", "set_joints", "pose",
+    "enable_compilation_cache", "Adaptive", "simulate_batch", "Ensemble", "Parameter", "trajectory", "set_joints",
+    "pose",
 ]

@@ -337,8 +337,8 @@ def _check(model, layout, state, spin, positions, speeds, t0, who):
     miss = lambda kind, d: abs(np.angle(np.exp(1j * d)) if kind == "angle" else d)  # the sensor reads angles mod 2π  # noqa: E731
     off = [f"{name} {kind} {reached[s]:.12g} (asked {float(x):.12g})" for s, (kind, x, name) in positions.items()
            if not miss(kind, reached[s] - float(x)) <= 1e-9 * (1 + abs(float(x)))]
-    off += [f"{name} {kind} rate {rate_reached[s]:.12g} (asked {float(x):.12g})" for s, (kind, x, name) in speeds.items()
-            if not abs(rate_reached[s] - float(x)) <= 1e-9 * (1 + abs(float(x)))]
+    off += [f"{name} {kind} rate {rate_reached[s]:.12g} (asked {float(x):.12g})"
+            for s, (kind, x, name) in speeds.items() if not abs(rate_reached[s] - float(x)) <= 1e-9 * (1 + abs(float(x)))]
     if off:
         raise InconsistentInitialState(f"{who}: the posed state misses its targets ({'; '.join(off)}); "
                                        "please report this model.")

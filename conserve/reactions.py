@@ -57,7 +57,8 @@ def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
         if not gs.size:
             return gq
         groups = model.coordinate_groups()
-        cotangents = [gs[sl][:, None] * dsdpi for (_, _, sl), (_, dsdpi) in zip(groups, increment_groups(model, q0, q1))]
+        cotangents = [gs[sl][:, None] * dsdpi
+                      for (_, _, sl), (_, dsdpi) in zip(groups, increment_groups(model, q0, q1))]
 
         def invariants(q):
             Q = model.blocks(q)

@@ -86,7 +86,8 @@ def test_bad_joint_coordinates_are_refused_clearly():
         cs.set_joints(chain(), {"j1": 90})  # 90° meant: set as given (in rad), with a warning
     # an array where one angle is expected (before: numpy's "only 0-dimensional arrays can be converted")
     with pytest.raises(ModelError, match="the angle coordinate of joint 'j1' must be one number \\(rad\\), got "
-                                         "array\\(\\[0.1, 0.2\\]\\) \\(shape \\(2,\\)\\); give each joint its own entry"):
+                                         "array\\(\\[0.1, 0.2\\]\\) \\(shape \\(2,\\)\\); give each joint its "
+                                         "own entry"):
         cs.set_joints(chain(), {"j1": np.array([0.1, 0.2])})
     with pytest.raises(ModelError, match="the angle rate of joint 'j1' must be one number \\(rad/s\\), got '1'"):
         cs.set_joints(chain(), rates={"j1": "1"})
