@@ -17,7 +17,7 @@ from .model import (CentralGravity, Constraint, Cylindrical, Distance, Fixed, Fo
 from .model.parameters import Parameter
 from .model.terms import BodyState, JointState, RotorState
 from .linearize import Linearization, linearize
-from .posing import set_joints
+from .posing import pose, set_joints
 from .reactions import Reaction, joint_reactions
 from .ensemble import Ensemble, simulate_batch
 from .simulate import resume, simulate
@@ -37,4 +37,5 @@ __all__ = [
     "System", "Torque", "Universal", "ground", "resume", "simulate", "Solution", "linearize", "Linearization",
     "joint_reactions", "Reaction", "step", "initial_state", "energy",
     "enable_compilation_cache", "Adaptive", "simulate_batch", "Ensemble", "Parameter", "trajectory", "set_joints",
+    "pose",
 ]

@@ -9,6 +9,10 @@ and torque that the joint exerts on each of its two parts during step n → n+1.
 multipliers, they alternate about the continuous force from step to step (the index-3 midpoint
 rule's parasitic mode), by O(Δt); the mean of two consecutive steps is O(Δt²) from the force at the
 node between them.
+
+A prescribed motion (:class:`conserve.JointDrive`) is an element of its own: its torque about
+the joint axis (or force along it) is not part of the joint's reaction unless asked for
+(``drives=True``); alone it is the joint sensor's ``drive`` (:class:`conserve.sensors.DriveLoad`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 
 from .compilation import jit_quick
 from .backends.base import map_steps
-from .discrete.forces import constraint_force
+from .discrete.forces import constraint_force, increment_groups
 from .errors import ModelError
 from .model.bodies import Ground, RigidBody, ground
 from .model.joints import Joint
@@ -45,27 +49,58 @@ class Reaction(NamedTuple):
 
 @jit_quick(mode="unoptimized")
 def _wrenches(model, q0, q1, theta0, theta1, s0, s1, lam):
-    """Generalised constraint forces −Ḡᵀλ (N, n_blocks, 3) of the steps, λ (N, n_c) kept rows."""
-    force = jax.vmap(lambda *a: constraint_force(model, *a)[0])(q0, q1, theta0, theta1, s0, s1, lam)
+    """Generalised constraint forces −Ḡᵀλ (N, n_blocks, 3) of the steps, λ (N, n_c) kept rows; rows
+    on joint coordinates (prescribed motions) act on q through the coordinates' exact discrete
+    derivatives, −Σ_k (Ḡ_sᵀλ)_k ∇̄s_k, as in the step (:func:`conserve.discrete.scheme.equations`)."""
+    def one(q0, q1, theta0, theta1, s0, s1, lam):
+        gq, _, gs = constraint_force(model, q0, q1, theta0, theta1, s0, s1, lam)
+        if not gs.size:
+            return gq
+        groups = model.coordinate_groups()
+        cotangents = [gs[sl][:, None] * dsdpi
+                      for (_, _, sl), (_, dsdpi) in zip(groups, increment_groups(model, q0, q1))]
+
+        def invariants(q):
+            Q = model.blocks(q)
+            return [k.geometry.invariants(p, Q) for k, p, _ in groups]
+
+        return gq + jax.vjp(invariants, 0.5 * (q0 + q1))[1](cotangents)[0]
+
+    force = jax.vmap(one)(q0, q1, theta0, theta1, s0, s1, lam)
     return -force.reshape(force.shape[0], -1, 3)
 
 
-def joint_reactions(system, solution, joint, frame="world") -> Reaction:
+def joint_reactions(system, solution, joint, frame="world", *, drives=False) -> Reaction:
     """Reaction force and torque of ``joint`` on its two parts at every step of ``solution``.
 
+    Parameters
+    ----------
     system : the System or Assembly that ``solution`` was computed from
     joint : one of its joints, or its name (any backend: the multipliers mean the same in both)
     frame : "world", "a" or "b" (the axes of that part at the step midpoint), or a part's name
+    drives : False (default): the joint's constraint reaction only — a driven Revolute's torque
+        about its axis is then 0, the drive's torque being the sensor ``sol.joint(name).drive``
+        (:class:`conserve.sensors.DriveLoad`); True: with the load of the JointDrives on this joint
+        included (the drive's torque about the axis or force along it, on b, and its reaction on
+        a): everything the joint and its servo transmit, e.g. the torque a gimbal's bearing and
+        motor put on a spacecraft's base.
+
+    Returns
+    -------
+    Reaction : per step, in the frame asked for
     """
     assembly = as_assembly(system, "joint_reactions")
     model, layout = assembly.model, assembly.layout
     name = joint.name if isinstance(joint, Joint) else joint
-    rows = [i for i, (owner, _) in enumerate(layout.constraint_rows) if owner == name]
-    if not isinstance(name, str) or name not in layout.joints or not rows:
+    if not isinstance(name, str) or name not in layout.joints:
         raise ModelError(f"joint_reactions: {joint!r} is not a joint of this system; pass one of the "
                          f"Joint objects it was built from or a joint's name ({sorted(layout.joints)}).")
     # the joint's parts and attachment points, from its record (:meth:`~conserve.model.joints.Joint.record`)
     record = layout.joints[name]
+    owners = {name} | (set(record.get("drives", {}).values()) if drives else set())
+    rows = [i for i, (owner, _) in enumerate(layout.constraint_rows) if owner in owners]
+    if not rows:
+        raise ModelError(f"joint_reactions: joint '{name}' has no constraint rows in this system.")
     part_a, part_b = (ground if record[k] == "ground" else next(p for p in layout.parts if p.name == record[k])
                       for k in ("a", "b"))
     if len(solution) < 2:

@@ -14,6 +14,11 @@ and the node coordinates q and velocities v = q̇:
   R_aᵀ(ω_b − ω_a) (N+1, 3), and, for joints with attachment points, ``position``
   R_aᵀ(x_B − x_A) and its rate in a's axes ``velocity`` (N+1, 3), all in part a's axes.
 * reactions (:func:`conserve.joint_reactions`) through ``reaction(frame)``.
+* the load of a prescribed motion (:class:`conserve.JointDrive`) on the joint through ``drive``
+  (:class:`DriveLoad`): the torque about the joint axis (N m) or force along it (N) that the
+  drive applies to part b (−1 times it to part a) per step, τ = −λ of the drive's row, and its
+  work τ Δs. Like the multipliers it alternates about the continuous load from step to step by
+  O(Δt); the mean of two consecutive steps is the load at the node between them to O(Δt²).
 
 Body points (:meth:`conserve.solution.PartView.point`): x = φ + X_i d_i, ẋ = φ̇ + X_i ḋ_i and the
 acceleration by central differences of the node velocities (second order: the index-3 midpoint
@@ -32,9 +37,34 @@ from .kinematics.frames import GROUND_BLOCKS
 from .kinematics.rotations import angular_velocity
 
 
+class DriveLoad(NamedTuple):
+    """What the prescribed motions (:class:`conserve.JointDrive`) on one joint apply, per step.
+
+    * ``names``: {coordinate ("angle" or "slide"): the drive's name}
+    * ``t`` (N,): the steps' midpoints, s
+    * ``torque`` (N,): N m about the joint axis n on part b, right-handed about n as the joint
+      angle (part a takes −torque about n); None if the angle is not driven
+    * ``force`` (N,): N along n on part b (part a takes −force); None if the slide is not driven
+    * ``work`` (N,): J, the drives' discrete work per step, torque Δθ + force Δs (what the energy
+      balance counts: Σ work = the change of the system's energy caused by the drives)
+
+    Each step's value is τ = −λ of the drive's constraint row s − θ(t) = 0 (:mod:`conserve.model.drives`),
+    constant over the step, so torque · Δθ is the step's work exactly; it alternates about the
+    continuous load by O(Δt) from step to step (the index-3 midpoint rule's parasitic mode), and
+    the mean of two consecutive steps is the load at the node between them to O(Δt²). The joint's
+    reaction (:func:`conserve.joint_reactions`) leaves it out unless asked (``drives=True``).
+    """
+
+    names: dict
+    t: np.ndarray
+    torque: np.ndarray | None
+    force: np.ndarray | None
+    work: np.ndarray
+
+
 class JointView(NamedTuple):
     """Sensors of one joint over the N + 1 nodes (see the module docstring); coordinates a joint
-    kind does not have are None."""
+    kind does not have are None; ``drives``: {coordinate: name} of the JointDrives on it."""
 
     name: str
     kind: str
@@ -47,16 +77,32 @@ class JointView(NamedTuple):
     position: np.ndarray | None
     velocity: np.ndarray | None
     solution: object
+    drives: dict = {}
 
-    def reaction(self, frame="world"):
+    def reaction(self, frame="world", drives=False):
         """The joint's reaction force and torque on both parts per step
-        (:func:`conserve.joint_reactions`; needs the Solution's assembly, i.e. a run of this session)."""
+        (:func:`conserve.joint_reactions`; needs the Solution's assembly, i.e. a run of this session);
+        ``drives=True``: with the load of the JointDrives on it (:attr:`drive`) included."""
         from .reactions import joint_reactions
 
         if self.solution.assembly is None:
             raise AttributeError(f"joint '{self.name}': reactions need the model; this Solution was loaded from a "
                                  "file: use cs.joint_reactions(system, solution, joint) with the system it came from.")
-        return joint_reactions(self.solution.assembly, self.solution, self.name, frame)
+        return joint_reactions(self.solution.assembly, self.solution, self.name, frame, drives=drives)
+
+    @property
+    def drive(self) -> DriveLoad | None:
+        """The torque (N m, about the axis) and force (N, along it) that the JointDrives on this
+        joint apply to part b per step, with their work (:class:`DriveLoad`); None if no drive acts
+        on it. Read from the multipliers, so a loaded Solution has it too."""
+        if not self.drives:
+            return None
+        sol = self.solution
+        rows = {owner: i for i, (owner, _) in enumerate(sol.constraint_rows)}
+        load = {kind: -np.asarray(sol.multipliers)[:, rows[name]] for kind, name in self.drives.items()}
+        work = sum(sol.work_by_element[name] for name in self.drives.values())
+        t = 0.5 * (sol.t[:-1] + sol.t[1:])
+        return DriveLoad(dict(self.drives), t, load.get("angle"), load.get("slide"), np.asarray(work))
 
 
 class Frames(NamedTuple):
@@ -132,7 +178,7 @@ def joint_view(name, record, solution) -> JointView:
         slide = np.einsum("ni,ni->n", u, r)
         slide_rate = np.einsum("ni,ni->n", u_rate, r) + np.einsum("ni,ni->n", u, r_rate)
     return JointView(name, record["kind"], angle, angle_rate, slide, slide_rate, rotation, relative_rate,
-                     position, velocity, solution)
+                     position, velocity, solution, dict(record.get("drives", {})))
 
 
 class PointHistory(NamedTuple):

@@ -291,6 +291,53 @@ CASES += [
 ]
 
 
+def _traced_mass():
+    """A body built inside jax.grad, its mass the variable."""
+    import jax
+
+    return jax.grad(lambda m: cs.RigidBody("hub", m, (1.0, 1.0, 1.0)).mass)(1.0)
+
+
+def _two_drives():
+    arm = body("arm", position=(1.0, 0.0, 0.0))
+    hinge = cs.Revolute(cs.ground, arm, at=(0, 0, 0), axis="z", name="hinge")
+    return cs.System([arm, hinge, cs.JointDrive(hinge, lambda t: 0.5 * t**2, name="servo"),
+                      cs.JointDrive(hinge, lambda t: t**2, name="servo 2")]).assemble()
+
+
+def _drive_off_its_law():
+    """A hinge built at rest whose drive asks for 1 rad/s at t0."""
+    arm = body("arm", position=(1.0, 0.0, 0.0))
+    hinge = cs.Revolute(cs.ground, arm, at=(0, 0, 0), axis="z", name="hinge")
+    return cs.simulate(cs.System([arm, hinge, cs.JointDrive(hinge, lambda t: t, name="servo")]), 0.1, 1e-2)
+
+
+def _part_only_in_a_joint():
+    import warnings
+
+    arm = body("arm", position=(1.0, 0.0, 0.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        return cs.System([cs.Revolute(cs.ground, arm, at=(0, 0, 0), axis="z", name="hinge")]).assemble()
+
+
+#: joint drives, axis names, posing, parts built under jax, parts only referenced
+CASES += [
+    ("an axis given as a list of names", lambda: cs.Revolute(cs.ground, body(), at=(0, 0, 0), axis=["x", "y", "z"],
+                                                              name="hinge"), cs.ModelError, "hinge"),
+    ("a complex inertia", lambda: cs.RigidBody("wheel", 1.0, (1 + 1j, 1, 1)), cs.InvalidInertia, "wheel"),
+    ("a body built inside jax.grad", _traced_mass, cs.ModelError, "cs.Parameter"),
+    ("an array where set_joints expects one angle",
+     lambda: cs.set_joints(cs.problems.double_pendulum(), {"elbow": np.array([0.1, 0.2])}), cs.ModelError, "'elbow'"),
+    ("a JointDrive on a ball joint", lambda: cs.JointDrive(cs.Spherical(cs.ground, body(), at=(0, 0, 0), name="ball"),
+                                                            lambda t: t), cs.ModelError, "'ball'"),
+    ("two JointDrives on one joint angle", _two_drives, cs.ModelError, "'servo 2'"),
+    ("a driven joint whose rate is not the law's at t0", _drive_off_its_law, cs.InconsistentInitialState,
+     "set_joints"),
+    ("a body only in a joint, not listed (a warning)", _part_only_in_a_joint, UserWarning, "'arm'"),
+]
+
+
 def table():
     """The Markdown table: input, error type, message."""
     rows = ["| bad input | error | message |", "|---|---|---|"]

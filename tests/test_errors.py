@@ -27,6 +27,47 @@ def test_impossible_inertia(inertia, words):
     assert "'wheel'" in str(err.value)
 
 
+def test_complex_inertia_is_refused_by_name():
+    """(before: numpy's TypeError "float() argument must be ... not 'complex'", no body named)"""
+    with pytest.raises(cs.InvalidInertia, match="body 'wheel': inertia must be real numbers in kg m², got "
+                                                "\\(\\(1\\+1j\\), 1.0, 1.0\\) \\(complex\\)"):
+        body("wheel", inertia=(1 + 1j, 1.0, 1.0))
+    with pytest.raises(cs.InvalidInertia, match="'wheel'.*complex"):  # a complex array: numpy would drop the 1j
+        body("wheel", inertia=np.array([1.0 + 0j, 1.0, 1.0 + 1j]))
+
+
+def test_a_part_built_inside_jax_transformations_says_what_to_differentiate():
+    """RigidBody(mass=<tracer>) (before: "mass must be positive and finite, got GradTracer(...)")."""
+    import jax
+
+    with pytest.raises(cs.ModelError, match="body 'hub': mass is traced by jax .* cs.step or cs.trajectory .* "
+                                            "cs.Parameter"):
+        jax.grad(lambda m: cs.RigidBody("hub", m, (1.0, 1.0, 1.0)).mass)(1.0)
+    with pytest.raises(cs.ModelError, match="point mass 'bob': position is traced by jax"):
+        jax.vmap(lambda x: cs.PointMass("bob", 1.0, position=x).mass)(np.zeros((2, 3)))
+
+
+def test_axes_by_name():
+    """axis="z" (before: "could not convert string to float: 'z'") is e3 wherever a direction is
+    given: the same joints and rotors as with vectors; a list of names for one axis says what fits."""
+    b = body("plate")
+    by_name = cs.Revolute(cs.ground, b, at=(0, 0, 0), axis="-Z", name="hinge")
+    by_vector = cs.Revolute(cs.ground, b, at=(0, 0, 0), axis=(0, 0, -1), name="hinge")
+    for k in by_name._geometry:
+        np.testing.assert_array_equal(by_name._geometry[k], by_vector._geometry[k])
+    cardan = cs.Universal(cs.ground, b, at=(0, 0, 0), axes=("x", "y"), name="cardan")
+    np.testing.assert_array_equal((cardan.u, cardan.w), np.eye(3)[:2])
+    wheel = cs.Rotor("wheel", b, axis="y", axial_inertia=0.02, transverse_inertia=0.012)
+    np.testing.assert_array_equal(wheel.axis, (0.0, 1.0, 0.0))
+    with pytest.raises(cs.ModelError, match="joint 'hinge': axis must be one direction, 3 finite numbers or an axis "
+                                            "name \\('x', 'y', 'z', '-x', '-y', '-z'\\), got \\['x', 'y', 'z'\\]"):
+        cs.Revolute(cs.ground, b, at=(0, 0, 0), axis=["x", "y", "z"], name="hinge")
+    with pytest.raises(cs.ModelError, match="joint 'cardan': axes must be two directions"):
+        cs.Universal(cs.ground, b, at=(0, 0, 0), axes="z", name="cardan")
+    with pytest.raises(cs.ModelError, match="rotor 'wheel': axis must be a non-zero 3-vector or one axis name"):
+        cs.Rotor("wheel", b, axis="up", axial_inertia=0.02, transverse_inertia=0.012)
+
+
 def test_flat_plate_is_allowed():
     """J3 = J1 + J2 (a lamina) is the boundary of the triangle inequality, not beyond it."""
     body("lamina", inertia=(1.0, 2.0, 3.0))
@@ -96,6 +137,27 @@ def test_redundant_constraints_are_detected_and_named():
     assembly = cs.System([b, *joints]).assemble()  # default: drop the later joint's rows, say so
     assert assembly.layout.dropped_rows and assembly.degrees_of_freedom == 3
     assert "3 redundant equations dropped: second (x), second (y), second (z)" in assembly.report()
+
+
+def test_a_part_only_in_a_joint_is_added_with_a_warning_and_reported():
+    """(before: added silently) A body left out of the System but referenced by a joint is added,
+    named in a UserWarning and in assembly.report(); listed, it is neither."""
+    import warnings
+
+    arm = body("arm", position=(1.0, 0.0, 0.0))
+    hinge = cs.Revolute(cs.ground, arm, at=(0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0), name="hinge")
+    with pytest.warns(UserWarning, match="System: 'arm' \\(in 'hinge'\\) not listed in the System, added because "
+                                         "it appears in other elements; list it in System"):
+        assembly = cs.System([hinge]).assemble()
+    assert "added (not listed in the System): 'arm' (in 'hinge')" in assembly.report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        listed = cs.System([arm, hinge]).assemble()
+    assert "added" not in listed.report()
+    # printed, an assembly is one line (before: every array of the model)
+    assert repr(listed) == str(listed) == "Assembly(1 part, 12 coordinates, 11 constraint equations, 1 DOF)"
+    wheels = cs.problems.spacecraft().assemble()
+    assert repr(wheels) == "Assembly(1 part, 3 hybrid rotors, 12 coordinates, 6 constraint equations, 9 DOF)"
 
 
 def test_point_mass_cannot_be_attached_off_its_position():

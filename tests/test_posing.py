@@ -4,6 +4,8 @@ rates is the same chain given by its bodies' states; projections report what the
 
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -82,6 +84,16 @@ def test_bad_joint_coordinates_are_refused_clearly():
         cs.set_joints(problems.slider_crank(), {"crank bearing": 0.2})
     with pytest.warns(UserWarning, match="'j1' angle 90 rad is more than two turns .*np.radians\\(90\\)"):
         cs.set_joints(chain(), {"j1": 90})  # 90° meant: set as given (in rad), with a warning
+    # an array where one angle is expected (before: numpy's "only 0-dimensional arrays can be converted")
+    with pytest.raises(ModelError, match="the angle coordinate of joint 'j1' must be one number \\(rad\\), got "
+                                         "array\\(\\[0.1, 0.2\\]\\) \\(shape \\(2,\\)\\); give each joint its "
+                                         "own entry"):
+        cs.set_joints(chain(), {"j1": np.array([0.1, 0.2])})
+    with pytest.raises(ModelError, match="the angle rate of joint 'j1' must be one number \\(rad/s\\), got '1'"):
+        cs.set_joints(chain(), rates={"j1": "1"})
+    # traced angles: set_joints (numbers in, an Assembly out) points to cs.pose
+    with pytest.raises(ModelError, match="traced by jax .* use cs.pose\\(assembly, coordinates, rates\\)"):
+        jax.grad(lambda a: cs.set_joints(chain(), {"j1": a}).initial_state.q[0])(0.1)
 
 
 def test_projected_velocities_satisfy_the_joints_and_report_the_change():
@@ -117,3 +129,42 @@ def top_system(velocity):
     new = cs.RigidBody("top", mass=body.mass, inertia=body.inertia, position=body.position,
                        orientation=body.rotation, velocity=velocity, angular_velocity=body.angular_velocity)
     return cs.System([new, cs.Spherical(new, cs.ground, at=[0, 0, 0], name="tip"), cs.Gravity([0, 0, -9.81])])
+
+
+
+def test_pose_is_a_pure_function_of_the_joint_angles_and_rates():
+    """cs.pose: from numbers, the State of set_joints; inside jax.vmap a batch of poses, each the
+    one set_joints gives; inside jax.grad the derivative of the posed state, and through
+    cs.trajectory (forward mode) the derivative of where the lower bar is after 30 steps, with
+    respect to the initial elbow angle and rate, against central differences of the same maps."""
+    assembly = problems.double_pendulum().assemble()
+    angle, rate = 0.5, 1.5
+    state = cs.pose(assembly, {"elbow": angle}, {"elbow": rate})
+    posed = cs.set_joints(assembly, {"elbow": angle}, {"elbow": rate}).initial_state
+    for field in ("q", "v", "s", "p"):
+        np.testing.assert_allclose(getattr(state, field), getattr(posed, field), rtol=0, atol=1e-14)
+    angles = jnp.array([0.2, angle, -1.0])
+    batch = jax.vmap(lambda a: cs.pose(assembly, {"elbow": a}, {"elbow": rate}))(angles)
+    for k, a in enumerate(angles):
+        member = cs.set_joints(assembly, {"elbow": float(a)}, {"elbow": rate}).initial_state
+        np.testing.assert_allclose(batch.q[k], member.q, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(batch.v[k], member.v, rtol=0, atol=1e-12)
+    model, eps = assembly.model, 1e-6
+    x0, directions = jnp.array([angle, rate]), np.eye(2)
+
+    def posed_energy(x):  # reverse mode through the pose alone
+        start = cs.pose(assembly, {"elbow": x[0]}, {"elbow": x[1]})
+        return cs.energy(model, start).total
+
+    central = [(posed_energy(x0 + eps * e) - posed_energy(x0 - eps * e)) / (2 * eps) for e in directions]
+    np.testing.assert_allclose(jax.grad(posed_energy)(x0), central, rtol=1e-6, atol=0)
+
+    def foot_x(x):  # the lower bar's centre, x, after 30 steps
+        start = cs.pose(assembly, {"elbow": x[0]}, {"elbow": x[1]})
+        return cs.trajectory(model, start, 0.0, 1e-3, 30)[0].q[-1, 12]
+
+    along = jax.jit(lambda x, e: jax.jvp(foot_x, (x,), (e,)))  # one program: values and derivatives
+    slopes = np.array([along(x0, e)[1] for e in directions])
+    central = np.array([(along(x0 + eps * e, e)[0] - along(x0 - eps * e, e)[0]) / (2 * eps) for e in directions])
+    np.testing.assert_allclose(slopes, central, rtol=1e-6, atol=0)
+    assert np.all(np.abs(slopes) > 1e-3)  # both matter

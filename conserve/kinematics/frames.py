@@ -19,6 +19,19 @@ from .tensor import contract
 #: The ground frame: origin and inertial axes, appended below the unknown blocks.
 GROUND_BLOCKS = np.vstack([np.zeros(3), np.eye(3)])
 
+#: Names of the inertial (or body) axes accepted wherever a direction is given: a joint's axis or
+#: normal, a rotor's spin axis ("-z" is −e3; upper case too).
+AXIS_NAMES = {f"{sign}{name}": (1.0 if sign == "" else -1.0) * np.eye(3)[k]
+              for k, name in enumerate("xyz") for sign in ("", "-", "+")}
+
+
+def named_direction(value):
+    """The unit vector of an axis name of ``AXIS_NAMES`` ('x', 'y', 'z', '-x', '-y', '-z',
+    case-insensitive), a copy; anything else unchanged (a 3-vector is checked by its user)."""
+    if isinstance(value, str) and value.strip().lower() in AXIS_NAMES:
+        return AXIS_NAMES[value.strip().lower()].copy()
+    return value
+
 
 def material_point(Q, frame, X):
     """x = φ + X_i d_i for frames (n, 4) of block indices into Q (m, 3), body points X (n, 3)."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import InvalidInertia, InvalidMass, ModelError
 from ..kinematics.rotations import as_rotation_matrix
+import jax
 import jax.numpy as jnp
 
 from .elements import ConstraintKind, Element
@@ -39,6 +40,22 @@ def _check_name(name):
     return name
 
 
+def refuse_traced(kind, name, **values):
+    """Refuse jax tracers (a part built inside ``jax.grad``, ``jit`` or ``vmap``) among the numbers
+    of part ``name`` with what to differentiate instead: parts are built once from numbers, and
+    their masses and inertias are the assembled model's arrays."""
+    traced = [k for k, v in values.items()
+              if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(v))]
+    if traced:
+        raise ModelError(
+            f"{kind} '{name}': {', '.join(traced)} {'is' if len(traced) == 1 else 'are'} traced by jax (the part is "
+            "built inside jax.grad, jit or vmap); parts are built from numbers, once. To differentiate, build the "
+            "system with numbers and trace the assembled model instead: cs.step or cs.trajectory of "
+            "dataclasses.replace(assembly.model, mu=...) (the mass matrix: masses and Euler tensors) or of an "
+            "initial state (cs.pose for joint angles and rates), or read the number in a law through a "
+            "cs.Parameter (model.parameters).")
+
+
 def _check_mass(name, mass, allow_zero=False):
     """The mass in kg, positive and finite (≥ 0 with ``allow_zero``: a hybrid rotor whose mass the
     master carries)."""
@@ -59,7 +76,15 @@ def checked_inertia(name, inertia):
     Raises InvalidInertia unless J is finite, symmetric and positive definite and its principal
     moments satisfy the triangle inequality J_i ≤ J_j + J_k (equivalently E ⪰ 0).
     """
-    J = np.asarray(inertia, dtype=float)
+    try:
+        J = np.asarray(inertia)
+        complex_entries = np.iscomplexobj(J)  # numpy would drop the imaginary parts with a warning
+        J = J.real.astype(float) if complex_entries else J.astype(float)
+    except (TypeError, ValueError):  # words, ragged lists
+        J, complex_entries = np.full(1, np.nan), False
+    if complex_entries:
+        raise InvalidInertia(f"body '{name}': inertia must be real numbers in kg m², got {inertia!r} (complex); give "
+                             "the principal moments or the tensor's entries as real numbers.")
     if J.shape == (3,):
         J = np.diag(J)
     if J.shape != (3, 3) or not np.all(np.isfinite(J)):
@@ -173,6 +198,8 @@ class RigidBody(Part):
                  quaternion=None, euler=None, degrees=False, velocity=(0.0, 0.0, 0.0),
                  angular_velocity=(0.0, 0.0, 0.0), frame="inertial"):
         super().__init__(name)
+        refuse_traced("body", name, mass=mass, inertia=inertia, position=position, orientation=orientation,
+                      quaternion=quaternion, euler=euler, velocity=velocity, angular_velocity=angular_velocity)
         self.mass = _check_mass(name, mass)
         self.inertia = checked_inertia(name, inertia)
         self.position = _vector(name, "position", position)
@@ -220,6 +247,7 @@ class PointMass(Part):
 
     def __init__(self, name, mass, position=(0.0, 0.0, 0.0), velocity=(0.0, 0.0, 0.0)):
         super().__init__(name)
+        refuse_traced("point mass", name, mass=mass, position=position, velocity=velocity)
         self.mass = _check_mass(name, mass)
         self.position = _vector(name, "position", position)
         self.velocity = _vector(name, "velocity", velocity)

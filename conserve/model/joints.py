@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import InconsistentInitialState, ModelError
-from ..kinematics.frames import material_point, material_vector, point_magnitude, vector_magnitude
+from ..kinematics.frames import material_point, material_vector, named_direction, point_magnitude, vector_magnitude
 from .bodies import Ground, Part
 from .coordinates import Angle, Slide
 from .elements import ConstraintElement, ConstraintKind
@@ -41,15 +41,23 @@ from .terms import Term
 PERPENDICULAR_TOL = 1e-9
 
 
-def _vec3(joint, what, value):
-    v = np.asarray(value, float)
+def _vec3(joint, what, value, direction=False):
+    """3 finite numbers (``direction``: or an axis name, ``conserve.kinematics.frames.AXIS_NAMES``)."""
+    try:
+        v = np.asarray(named_direction(value) if direction else value, float)
+    except (TypeError, ValueError):  # words, complex numbers, ragged lists
+        v = np.full(1, np.nan)
     if v.shape != (3,) or not np.all(np.isfinite(v)):
+        if direction:
+            raise ModelError(f"joint '{joint.name}': {what} must be one direction, 3 finite numbers or an axis name "
+                             f"('x', 'y', 'z', '-x', '-y', '-z'), got {value!r}.")
         raise ModelError(f"joint '{joint.name}': {what} must be 3 finite numbers, got {value!r}.")
     return v
 
 
 def _unit(joint, what, value):
-    v = _vec3(joint, what, value)
+    """A unit direction: 3 numbers, not all zero, or an axis name ('z', '-x', …)."""
+    v = _vec3(joint, what, value, direction=True)
     n = np.linalg.norm(v)
     if n < 1e-12:
         raise ModelError(f"joint '{joint.name}': {what} has zero length; give a direction.")
@@ -279,9 +287,14 @@ class Joint(ConstraintElement):
     def chosen_coordinate(self, which, owner):
         """The coordinate ``which`` ('angle', 'slide' or None: the joint's only one) an element
         ``owner`` (a spring, motor or drive) acts on, or a ModelError saying what the joint has."""
+        if not self.coordinates:
+            raise ModelError(f"'{owner}': joint '{self.name}' is a {type(self).__name__} joint, which has no angle or "
+                             "slide to act on; joint springs, motors and drives act on the angle of a Revolute or "
+                             "Cylindrical joint or the slide of a Prismatic or Cylindrical joint (for a ball joint, "
+                             "chain Revolute joints through light bodies, one per axis, and act on each).")
         if which is None:
             if len(self.coordinates) != 1:
-                raise ModelError(f"'{owner}': joint '{self.name}' has coordinates {self.coordinates or 'none'}; "
+                raise ModelError(f"'{owner}': joint '{self.name}' has coordinates {' and '.join(self.coordinates)}; "
                                  "choose one with coordinate='angle' or 'slide'.")
             return self.coordinates[0]
         if which not in self.coordinates:
@@ -515,6 +528,9 @@ def _two_axes(joint, axes, axis_a, axis_b):
     if axes is not None:
         if axis_a is not None or axis_b is not None:
             raise ModelError(f"joint '{joint.name}': give either axes=(u, w) or axis_a= and axis_b=.")
+        if isinstance(axes, str) or len(axes) != 2:
+            raise ModelError(f"joint '{joint.name}': axes must be two directions (u of a, w of b), e.g. "
+                             f"axes=('x', 'y') or axes=((1, 0, 0), (0, 1, 0)), got {axes!r}.")
         u, w = (_unit(joint, "axes", x) for x in axes)
         u, w = joint.a.body_vector(u), joint.b.body_vector(w)
     elif axis_a is not None and axis_b is not None:

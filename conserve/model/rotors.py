@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidInertia, InvalidMass, ModelError
+from ..kinematics.frames import named_direction
 from .bodies import RigidBody, _check_mass, _check_name, _vector
 from .elements import Element
 from .forces import JointMotor, JointSpringDamper
@@ -37,10 +38,15 @@ def _scalar(name, what, value):
     return x
 
 
-def _unit(name, what, v):
-    v = np.asarray(v, float)
+def _unit(name, what, value):
+    """A unit direction from 3 numbers, not all zero, or an axis name ('z', '-x', …)."""
+    try:
+        v = np.asarray(named_direction(value), float)
+    except (TypeError, ValueError):  # words, complex numbers, ragged lists
+        v = np.full(1, np.nan)
     if v.shape != (3,) or not np.all(np.isfinite(v)) or np.linalg.norm(v) < 1e-12:
-        raise ModelError(f"rotor '{name}': {what} must be a non-zero 3-vector, got {v!r}.")
+        raise ModelError(f"rotor '{name}': {what} must be a non-zero 3-vector or one axis name ('x', 'y', 'z', "
+                         f"'-x', '-y', '-z'), got {value!r}.")
     return v / np.linalg.norm(v)
 
 

@@ -22,6 +22,7 @@ from ..compilation import jit_quick
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .custom import check_quadratic_invariants
+from .drives import JointDrive
 from .bodies import Ground, Part
 from .laws import check_all
 from .parameters import recording
@@ -67,6 +68,10 @@ class Layout:
         "spring"; part "ground" for the ground), "rotors": {name: (master, body axis, body
         offset, radius m)}} as plain lists
     joints : {name: :meth:`~conserve.model.joints.Joint.record`} of every joint, for its sensors
+        (a driven joint's record: ``"drives"`` {coordinate: drive name})
+    drives : {name: the :class:`~conserve.model.drives.JointDrive`} (posing evaluates their laws)
+    added : {part name: names of the elements that reference it} of the parts not listed in the
+        System but added because other elements reference them
     projection : what projecting the initial velocities changed (``assemble(project_velocities=True)``)
     """
 
@@ -84,6 +89,8 @@ class Layout:
     degrees_of_freedom: int = 0
     sketch: dict = field(default_factory=dict)
     joints: dict = field(default_factory=dict)
+    drives: dict = field(default_factory=dict)
+    added: dict = field(default_factory=dict)
     projection: str = ""
 
     @property
@@ -137,18 +144,34 @@ class Assembly:
     def degrees_of_freedom(self):
         return self.layout.degrees_of_freedom
 
+    def __repr__(self):
+        """One line: parts, hybrid rotors, coordinates, constraint equations, degrees of freedom
+        (:meth:`report` for the rest; ``assembly.model`` and ``assembly.initial_state`` hold the arrays)."""
+        L = self.layout
+        count = lambda n, what: f"{n} {what}{'' if n == 1 else 's'}"  # noqa: E731
+        rotors = f", {count(len(L.rotors), 'hybrid rotor')}" if L.rotors else ""
+        return (f"Assembly({count(len(L.parts), 'part')}{rotors}, {count(self.model.n_coordinates, 'coordinate')}, "
+                f"{count(len(L.constraint_rows), 'constraint equation')}, {L.degrees_of_freedom} DOF)")
+
     def report(self) -> str:
         """Coordinates, constraints, rank, dropped rows and degrees of freedom, as text."""
         L = self.layout
         n_q = self.model.n_coordinates
         lines = [f"{len(L.parts)} parts, {n_q} coordinates, {len(L.constraint_rows)} constraint equations, "
                  f"rank {L.rank}: {L.degrees_of_freedom} degrees of freedom"]
+        if L.added:
+            lines.append(f"added (not listed in the System): {_added(L.added)}")
         if L.projection:
             lines.append(L.projection)
         if L.dropped_rows:
             lines.append(f"{len(L.dropped_rows)} redundant equations dropped: "
                          + ", ".join(f"{L.constraint_rows[i][0]} ({L.constraint_rows[i][1]})" for i in L.dropped_rows))
         return "\n".join(lines)
+
+
+def _added(added):
+    """'b' (in 'hinge'), 'c' (in 'spring', 'motor'): parts added with the elements naming them."""
+    return ", ".join(f"'{name}' (in {', '.join(repr(o) for o in owners)})" for name, owners in added.items())
 
 
 def as_assembly(system, who):
@@ -165,11 +188,12 @@ class System:
 
     >>> system = cs.System([top, cs.Spherical(top, cs.ground, at=[0, 0, 0]), cs.Gravity()])
 
-    Parts that appear only in joints or forces are added automatically. Names must be unique.
+    Parts that appear only in joints or forces are added, with a warning naming them (list every
+    part to say that it belongs). Names must be unique.
     """
 
     def __init__(self, elements=()):
-        self.elements, self.body_rotors = [], []
+        self.elements, self.body_rotors, self.added = [], [], {}
         if isinstance(elements, Element):
             raise ModelError(f"System: give the elements as a list, System([...]), got the single element "
                              f"{elements!r}.")
@@ -190,7 +214,19 @@ class System:
 
     def parts(self):
         """Parts with coordinates, in order of first appearance (listed or referenced)."""
-        seen = {}
+        return self._parts()[0]
+
+    def _parts(self):
+        """(the parts with coordinates in order of first appearance, {name: the elements that
+        reference it} of the parts not listed themselves: added, :meth:`validated` warns)."""
+        seen, listed, referenced = {}, set(), {}
+        for e in self.elements:
+            if isinstance(e, Part):
+                listed.add(e.name)
+            else:
+                for p in e.parts():
+                    if not isinstance(p, Ground):
+                        referenced.setdefault(p.name, []).append(e.name)
         for e in self.elements:
             for p in (e,) if isinstance(e, Part) else e.parts():
                 if isinstance(p, Ground):
@@ -201,7 +237,7 @@ class System:
                     raise ModelError(f"System: a {type(p).__name__} is named 'ground', the name of the inertial "
                                      "frame (cs.ground) that joints attach to; give it another name (e.g. 'base').")
                 seen[p.name] = p
-        return list(seen.values())
+        return list(seen.values()), {name: owners for name, owners in referenced.items() if name not in listed}
 
     def assemble(self, redundant="drop", project_velocities=False) -> Assembly:
         """Fix the layout, build the model and check the initial state.
@@ -226,6 +262,7 @@ class System:
         with recording() as parameters:  # the Parameters the laws read, found while they are checked
             parts, others = self.validated()
         layout = make_layout(parts, others, self.body_rotors)
+        layout.added = dict(self.added)
         terms = [t for e in parts + others for t in e.terms(layout)]
         _link_coordinates(terms)
         links, tree_params, tree_owners = spanning_tree(parts, others, layout)
@@ -250,8 +287,14 @@ class System:
 
     def validated(self):
         """(parts, other elements) after checking that there is something to simulate, that names
-        are unique and that every user law can run in the step (:mod:`.laws`)."""
-        parts = self.parts()
+        are unique and that every user law can run in the step (:mod:`.laws`); warns of parts
+        added because an element references them (``self.added``, reported by ``assembly.report()``)."""
+        parts, self.added = self._parts()
+        if self.added:
+            warnings.warn(f"System: {_added(self.added)} not listed in the System, added because "
+                          f"{'it appears' if len(self.added) == 1 else 'they appear'} in other elements; list "
+                          f"{'it' if len(self.added) == 1 else 'them'} in System([...]) to say so (and silence this "
+                          "warning), or check for a part left out or built twice.", UserWarning, stacklevel=4)
         if not parts:
             raise ModelError("System: no bodies or point masses to simulate; add at least one RigidBody or "
                              "PointMass.")
@@ -275,7 +318,28 @@ def make_layout(parts, others, body_rotors) -> Layout:
     layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)], body_rotors=list(body_rotors))
     layout.sketch = _sketch(others, body_rotors)
     layout.joints = {e.name: e.record(layout) for e in others if isinstance(e, Joint)}
+    _record_drives(layout, others)
     return layout
+
+
+def _record_drives(layout: Layout, others):
+    """Note in each driven joint's record which JointDrive prescribes which of its coordinates
+    (``record["drives"]`` {coordinate: drive name}, for its sensor's ``drive``); refuse a drive whose
+    joint is not in the system and two drives on one coordinate (the second would be dropped as a
+    redundant row, its law silently ignored)."""
+    joints = [e for e in others if isinstance(e, Joint)]
+    for drive in (e for e in others if isinstance(e, JointDrive)):
+        joint = drive.joint
+        if not any(j is joint for j in joints):
+            raise ModelError(f"'{drive.name}': it drives joint '{joint.name}', which is not in the system; add the "
+                             "joint to the System too (a drive prescribes a coordinate of a joint, it is no joint).")
+        driven = layout.joints[joint.name].setdefault("drives", {})
+        if drive.coordinate in driven:
+            raise ModelError(f"joint '{joint.name}': its {drive.coordinate} is prescribed by two drives, "
+                             f"'{driven[drive.coordinate]}' and '{drive.name}'; a coordinate follows one law. Remove "
+                             "one of them (to combine motions, give one drive the sum of the laws).")
+        driven[drive.coordinate] = drive.name
+        layout.drives[drive.name] = drive
 
 
 def stacked_terms(terms, layout: Layout, tree_owners):
@@ -467,8 +531,8 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0, drives=True):
             if _drive(rows):
                 raise InconsistentInitialState(
                     f"'{owner}': at t0 = {t0:g} s its joint's coordinate differs from the drive law's value by "
-                    f"{worst:.3g}; pose the joint at law(t0) (cs.set_joints on the system without the drive gives "
-                    "the parts' positions) or shift the law.")
+                    f"{worst:.3g}; pose the joint at law(t0): cs.set_joints(system, t0={t0:g}) poses every driven "
+                    "joint at its law's value and rate there; or shift the law.")
             raise InconsistentInitialState(
                 f"'{owner}': the initial positions violate its constraint by {worst:.3g} ({detail}); "
                 "place the parts so that the joint is closed (e.g. give the joint as at= a world point, "
@@ -479,7 +543,8 @@ def refuse_gaps(layout: Layout, g, tol, rates, vtol, t0=0.0, drives=True):
             if _drive(rows):
                 raise InconsistentInitialState(
                     f"'{owner}': at t0 = {t0:g} s its joint's rate differs from the drive law's rate by {vals[0]:.6g} "
-                    "(ṡ − law'(t0)); give the parts the velocities the law asks for.")
+                    f"(ṡ − law'(t0)); give the parts the velocities the law asks for: cs.set_joints(system, "
+                    f"t0={t0:g}) poses every driven joint at its law's value and rate there.")
             raise InconsistentInitialState(
                 f"'{owner}': the initial velocities violate its constraint: d/dt of "
                 f"({', '.join(r for r, _ in rows)}) = {np.array2string(vals, precision=6)}; give velocities "
