@@ -80,7 +80,7 @@ def test_auto_compiles_unoptimized_up_to_the_work_bound():
         assert run_work(backend, model, steps) == steps * n
         assert resolved_mode("auto", run_work(backend, model, steps)) == "unoptimized"
         assert resolved_mode("auto", run_work(backend, model, steps + 1)) == "quick"
-    assert run_work(Composition(Director(), 4), model, 10) == 5 * 10 * n
+    assert run_work(Composition(Director(), 4), model, 10) == 10 * 10 * n  # order 4: ten sub-steps per step
     assert resolved_mode("auto", None) == "quick"  # an adaptive run's length is not known
     assert resolved_mode("optimized", 1) == "optimized"
 
