@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import checkpoint as checkpoints
-from .adaptive import Adaptive, simulate_adaptive
+from .adaptive import Adaptive, save_times, simulate_adaptive
 from .compilation import (KERNEL_SIZE, KERNEL_UNKNOWNS, MODES, compiler_options, loops_as_kernels, resolved_mode,
                           run_times)
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
@@ -246,8 +246,10 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         :mod:`conserve.adaptive`), or a :class:`conserve.Adaptive` with all the options (dt0,
         dt_min, dt_max, the error estimate)
     rtol, atol : the tolerances of dt="adaptive"
-    saveat : with adaptive steps, the times (s, in (t0, t_end]) at which to keep nodes; each is
-        reached exactly, and t_end is always kept (default: keep every accepted node)
+    saveat : with adaptive steps, the times (s, in [t0, t_end]) at which to keep nodes; each is
+        reached exactly, and t0 and t_end are always kept (default: keep every accepted node).
+        Times closer than 1e-9 of the span (:func:`conserve.adaptive.save_times`) are one node, with
+        a warning if they differ: a step between them would be round-off
     backend : "director" (energy-momentum midpoint DAE in director coordinates; Gonzalez 1996,
         Betsch and Steinmann 2001) or
         "reduced" (the same discrete equations in the kinematic tree's minimal coordinates,
@@ -372,10 +374,7 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
     if on_failure != "raise":
         raise ModelError("simulate: adaptive steps retry a failed step smaller themselves; on_failure applies to a "
                          "fixed dt.")
-    if saveat is not None:
-        saveat = np.asarray(saveat, float).ravel()
-        if not (np.all(np.isfinite(saveat)) and np.all(saveat > t0) and np.all(saveat <= t_end)):
-            raise ModelError(f"simulate: saveat times must lie in (t0, t_end] = ({t0}, {t_end}] s.")
+    saves = save_times(saveat, t0, t_end)  # those closer than round-off merged, with a warning
     backend = resolve_backend(backend, newton, ode, "raise", 6, order)
     if isinstance(backend, ReferenceBackend):
         raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) has its own step control; "
@@ -388,7 +387,7 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
     carry = backend.init(assembly.model, assembly.initial_state)
     first = first_piece(assembly.model, carry.state, t0)
     refuse_non_finite_energy(assembly, first, t0)
-    solution, error = simulate_adaptive(assembly, settings, backend, carry, controller, saveat, first,
+    solution, error = simulate_adaptive(assembly, settings, backend, carry, controller, saves, first,
                                         settings["compile"], progress)
     if error is not None:
         raise error
@@ -434,6 +433,11 @@ def time_grid(t0, t_end, dt, chunk, who="simulate"):
     if not (is_count(chunk) and chunk >= 1):
         raise ModelError(f"{who}: chunk must be an integer ≥ 1, got {chunk!r}.")
     ratio = (t_end - t0) / dt
+    ulp = np.spacing(max(abs(t0), abs(t_end)))  # the times' round-off
+    if dt <= 64 * ulp:
+        raise ModelError(f"{who}: dt = {dt:.3g} s is round-off of the times (floats near t = "
+                         f"{max(abs(t0), abs(t_end)):.6g} s are {ulp:.3g} s apart), so the nodes t0 + n dt could not be "
+                         "told apart; measure time from a nearer origin (t0 = 0) or take a larger dt.")
     if ratio < 1.0 - 1e-9:
         warnings.warn(f"{who}: dt = {dt:g} s is longer than the span t_end − t0 = {t_end - t0:g} s: the run is one "
                       f"step, to t = {t0 + dt:g} s (the arguments are (system, t_end, dt): were t_end and dt "

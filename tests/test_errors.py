@@ -118,7 +118,11 @@ def test_joint_to_itself_and_duplicate_names():
                                        ({"dt": 1e-3, "chunk": 0}, "chunk must be an integer"),
                                        ({"dt": 1e-3, "progress": True}, "progress must be a callable"),
                                        ({"dt": 1e-3, "newton": {"tol": 1e-10}}, "newton must be a cs.Newton"),
-                                       ({"dt": 1e-3, "ode": {"method": "Radau"}}, "apply to backend='ode'")])
+                                       ({"dt": 1e-3, "ode": {"method": "Radau"}}, "apply to backend='ode'"),
+                                       # steps below the times' round-off (floats near 1e12 s are 1.2e-4 s apart)
+                                       ({"dt": 1e-5, "t0": 1e12, "t_end": 1e12 + 1e-3}, "round-off of the times"),
+                                       ({"dt": "adaptive", "t0": 1e12, "t_end": 1e12 + 1e-3},
+                                        "round-off of the times")])
 def test_bad_simulation_arguments(kw, words):
     args = {"t_end": 1.0, **kw}
     with pytest.raises(cs.ModelError, match=words):
