@@ -31,7 +31,7 @@ from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
 from .discrete.newton import MEMBERS, Newton, run_if
 from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError, is_count
-from .failures import convergence_error, keep_partial, refuse_non_finite_energy
+from .failures import COARSE_TURN, convergence_error, keep_partial, part_spin_rates, refuse_non_finite_energy
 from .model.assembled import Model, State
 from .model.parameters import bound
 from .model.system import POSITION_TOL, as_assembly, check_drives_at
@@ -325,7 +325,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     warn_coarse_steps(assembly, dt)
     check_drives_at(assembly, t0)
     work = run_work(backend, assembly.model, n_steps)
-    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
+    settings = {"t0": t0, "t_end": t_end, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
                 "compile": resolved_mode(check_mode(compile), work),
                 **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
@@ -544,10 +544,6 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
         checkpoints.close(ckpt)
 
 
-#: A rigid body turning more than this many radians per step at t0 gets a CoarseStepWarning.
-COARSE_TURN = 1.0
-
-
 def warn_coarse_steps(assembly, dt):
     """Warn when full-body parts turn more than :data:`COARSE_TURN` rad per step at the start:
     the midpoint rule turns a free spin ω by 2 atan(|ω|Δt/2) instead of |ω|Δt per step (a 20 %
@@ -570,18 +566,6 @@ def coarse_step_message(layout, q, v, dt):
             f"stay exact); use dt ≤ {COARSE_TURN / max(fast.values()):.3g} s"
             + (f", or model {', '.join(rotors)} as Rotor(..., model='hybrid'), whose spin angle is exact at any step"
                if rotors else "") + ".")
-
-
-def part_spin_rates(layout, q, v):
-    """{part name: |ω| in rad/s} of the full-body parts (four blocks) at coordinates q and
-    velocities v (…, n_q), ω = ½ Σ d_i × ḋ_i (arrays of the leading shape: all members at once)."""
-    Q, V = (np.asarray(x).reshape(*np.shape(x)[:-1], -1, 3) for x in (q, v))
-    rates = {}
-    for part in layout.parts:
-        if part.n_blocks == 4:
-            d = slice(layout.offsets[part.name] + 1, layout.offsets[part.name] + 4)  # its directors
-            rates[part.name] = np.linalg.norm(0.5 * np.sum(np.cross(Q[..., d, :], V[..., d, :]), axis=-2), axis=-1)
-    return rates
 
 
 def _number(name, x, who="simulate"):
