@@ -130,3 +130,27 @@ def test_a_progress_bar_writes_plain_lines_off_a_terminal_and_redraws_on_one():
     log = io.StringIO()
     ProgressBar("orbit", width=10, stream=log)(0.125, 0.5)  # seconds of a 0.5 s adaptive run
     assert log.getvalue() == "orbit [##........] 0.125/0.5 s\n"
+
+
+def test_cli_help_is_plain_text_and_does_not_import_jax():
+    """`conserve --help` (and each command's) shows no reStructuredText markup, and answers without
+    importing jax (or anything of conserve beyond the command line); its backend names are the
+    library's."""
+    import argparse
+
+    from conserve import cli
+    from conserve.backends import BACKENDS
+
+    top = cli.parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    for parser in (top, *commands.choices.values()):
+        text = parser.format_help()
+        assert "`" not in text and not re.search(r":(mod|func|class|meth|attr|data|ref):", text), text
+    assert sorted(cli.BACKEND_NAMES) == sorted(BACKENDS)
+    for argv in (["--help"], ["convergence", "--help"]):
+        run = subprocess.run([sys.executable, "-X", "importtime", "-m", "conserve", *argv], capture_output=True,
+                             text=True, timeout=120, cwd=ROOT)
+        assert run.returncode == 0 and "usage: conserve" in run.stdout, run.stderr
+        imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time")}
+        assert "conserve.cli" in imported and not {m for m in imported if m == "jax" or m.startswith("jax.")}
+        assert "conserve.simulate" not in imported
