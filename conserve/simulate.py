@@ -423,8 +423,9 @@ def planned_work(model: Model, t_end, dt, backend="director", newton=None, order
 
 def time_grid(t0, t_end, dt, chunk, who="simulate"):
     """(t0, t_end, dt, number of steps) as checked floats and int: dt > 0, t_end > t0, a whole
-    number of steps (t_end rounded up to one, up to round-off), at most ``MAX_STEPS``; ``chunk``
-    an integer ≥ 1. A ModelError says which is wrong."""
+    number of steps (t_end rounded up to one, up to round-off), at most ``MAX_STEPS``, dt above the
+    times' round-off (64 units in the last place of the larger of |t0|, |t_end|: the nodes' times
+    must differ); ``chunk`` an integer ≥ 1. A ModelError says which is wrong."""
     dt, t0, t_end = _number("dt", dt, who), _number("t0", t0, who), _number("t_end", t_end, who)
     if not (dt > 0 and math.isfinite(dt)):
         raise ModelError(f"{who}: dt must be positive and finite, got {dt}.")
@@ -433,11 +434,6 @@ def time_grid(t0, t_end, dt, chunk, who="simulate"):
     if not (is_count(chunk) and chunk >= 1):
         raise ModelError(f"{who}: chunk must be an integer ≥ 1, got {chunk!r}.")
     ratio = (t_end - t0) / dt
-    ulp = np.spacing(max(abs(t0), abs(t_end)))  # the times' round-off
-    if dt <= 64 * ulp:
-        raise ModelError(f"{who}: dt = {dt:.3g} s is round-off of the times (floats near t = "
-                         f"{max(abs(t0), abs(t_end)):.6g} s are {ulp:.3g} s apart), so the nodes t0 + n dt could not be "
-                         "told apart; measure time from a nearer origin (t0 = 0) or take a larger dt.")
     if ratio < 1.0 - 1e-9:
         warnings.warn(f"{who}: dt = {dt:g} s is longer than the span t_end − t0 = {t_end - t0:g} s: the run is one "
                       f"step, to t = {t0 + dt:g} s (the arguments are (system, t_end, dt): were t_end and dt "
@@ -446,6 +442,11 @@ def time_grid(t0, t_end, dt, chunk, who="simulate"):
         raise ModelError(f"{who}: (t_end − t0)/dt = {ratio:.3g} steps; a run takes at most {MAX_STEPS} steps (its "
                          "step counter is a 32-bit integer): use a larger dt or a shorter span, or continue in parts "
                          "(simulate(..., t0=...) from the last state).")
+    ulp = np.spacing(max(abs(t0), abs(t_end)))  # the times' round-off
+    if dt <= 64 * ulp:
+        raise ModelError(f"{who}: dt = {dt:.3g} s is round-off of the times (floats near t = "
+                         f"{max(abs(t0), abs(t_end)):.6g} s are {ulp:.3g} s apart), so the nodes t0 + n dt could not be "
+                         "told apart; measure time from a nearer origin (t0 = 0) or take a larger dt.")
     return t0, t_end, dt, max(1, math.ceil(ratio * (1.0 - 1e-12) - 1e-9))  # whole steps up to round-off
 
 

@@ -192,8 +192,6 @@ class Solution:
         :mod:`conserve.discrete.linear`; step backends only); with adaptive steps also attempts,
         accepted_steps, rejected_steps, error_estimate, rtol, atol (each rejected attempt in
         ``rejected_attempts``)
-    rejected_attempts : (k, 3) t, h, error estimate of an adaptive run's rejected attempts (None
-        for fixed steps; in memory only)
     """
 
     t: np.ndarray
