@@ -273,7 +273,9 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         them; a step that fails even then raises)
     max_subdivisions : int ≥ 1, halvings tried by "subdivide"
     chunk : steps per compiled scan chunk (≥ 1)
-    progress : optional callable ``progress(steps_done, n_steps)``, called after every chunk
+    progress : optional callable ``progress(steps_done, n_steps)``, called after every chunk (with
+        adaptive steps ``progress(seconds_done, span)``, simulated time in s); a text bar:
+        :class:`conserve.progress.ProgressBar`
     checkpoint : optional directory: every ``checkpoint_every`` steps the run so far is saved
         there atomically (:mod:`conserve.checkpoint`); :func:`resume` continues it bit-for-bit.
         The directory is locked while the run writes; a directory that already holds a run is
