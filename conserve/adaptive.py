@@ -154,25 +154,27 @@ def _chunk_fn(backend: StepBackend, length, estimate, safety, min_factor, max_fa
         # multipliers carried as λ̃/size² (λ/2), rescaled to each stage's size
         normal = carry._replace(multipliers=carry.multipliers / h_last**2)
 
-        def stage(previous, xs):
-            from_previous, fraction, offset, always = xs
+        columns = tuple(jnp.array(column) for column in zip(*STAGES))
+
+        def step(k, previous):
+            """Stage k from the attempt's start or from ``previous`` (the stage before)."""
+            from_previous, fraction, offset, _ = (column[k] for column in columns)
             start = jax.tree.map(lambda a, b: jnp.where(from_previous, b, a), normal, previous)
             size = fraction * h
+            with bound(model.parameters):
+                new, record = backend.step(model, start._replace(multipliers=start.multipliers * size**2),
+                                           t + offset * h, size)
+            return new._replace(multipliers=new.multipliers / size**2), record
 
-            def take():
-                with bound(model.parameters):
-                    new, record = backend.step(model, start._replace(multipliers=start.multipliers * size**2),
-                                               t + offset * h, size)
-                return new._replace(multipliers=new.multipliers / size**2), record
+        def stage(k, loop):
+            previous, stacked = loop
+            new, record = step(k, previous)
+            return new, jax.tree.map(lambda buffer, x: buffer.at[k].set(x), stacked, (new, record))
 
-            if history:  # the half steps only while the history is too short
-                nothing = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(take))
-                new, record = run_if(always | halves, take, nothing)
-            else:
-                new, record = take()
-            return new, (new, record)
-
-        return jax.lax.scan(stage, normal, tuple(jnp.array(column) for column in zip(*STAGES)))[1]
+        shapes = jax.eval_shape(step, 0, normal)
+        stacked = jax.tree.map(lambda a: jnp.zeros((len(STAGES), *a.shape), a.dtype), shapes)
+        # a loop of one trip (the history estimate's step) or three (step doubling: one step, two halves)
+        return jax.lax.fori_loop(0, jnp.where(halves, len(STAGES), 1), stage, (normal, stacked))[1]
 
     def run(model, carry: Carry, t, h, h_last, err_prev, past, saves, k_save, t_end, dt_min, dt_max, rtol, atol):
         shapes = jax.eval_shape(attempt, model, carry, t, h, h_last, jnp.bool_(True))
