@@ -133,10 +133,10 @@ def third_difference(y, t):
     return (d2[0] - d2[1]) / (t[0] - t[3])
 
 
-#: the stages of an attempt: (start from the previous stage's result, size / h, time offset / h,
-#: taken by every attempt): one step Φ_h, then two half steps Φ_{h/2}∘Φ_{h/2} from the same node —
-#: by every attempt with step doubling, with the history estimate only while it has too few nodes
-STAGES = ((False, 1.0, 0.0, True), (False, 0.5, 0.0, False), (True, 0.5, 0.5, False))
+#: the stages of an attempt: (start from the previous stage's result, size / h, time offset / h):
+#: one step Φ_h, then two half steps Φ_{h/2}∘Φ_{h/2} from the same node — taken by every attempt
+#: with step doubling, with the history estimate only while it has too few nodes
+STAGES = ((False, 1.0, 0.0), (False, 0.5, 0.0), (True, 0.5, 0.5))
 
 
 def _chunk_fn(backend: StepBackend, length, estimate, safety, min_factor, max_factor):
@@ -158,7 +158,7 @@ def _chunk_fn(backend: StepBackend, length, estimate, safety, min_factor, max_fa
 
         def step(k, previous):
             """Stage k from the attempt's start or from ``previous`` (the stage before)."""
-            from_previous, fraction, offset, _ = (column[k] for column in columns)
+            from_previous, fraction, offset = (column[k] for column in columns)
             start = jax.tree.map(lambda a, b: jnp.where(from_previous, b, a), normal, previous)
             size = fraction * h
             with bound(model.parameters):
