@@ -76,7 +76,9 @@ class Adaptive:
     dt0 : the first attempt's size in s (default: 1e-4 of the span, at least dt_min); checked like
         every attempt (the history estimate starts by step doubling), so a dt0 too large only costs
         rejected attempts
-    dt_min : the smallest step in s before the run fails (default 1e-12 of the span)
+    dt_min : the smallest step in s before the run fails (default, and at least: the times'
+        round-off, :func:`time_tolerance` — 1e-9 of the span —, below which a step would be
+        round-off)
     dt_max : the largest step in s (default: the span)
     """
 
@@ -108,9 +110,10 @@ class Adaptive:
             raise ModelError(f"simulate: Adaptive(dt_min={self.dt_min!r}, dt_max={self.dt_max!r}): dt_min must not "
                              "exceed dt_max (the smallest step allowed and the largest, in s).")
 
-    def sizes(self, span):
-        """(dt0, dt_min, dt_max) in s for a run over ``span`` s."""
-        dt_max, dt_min = self.dt_max or span, self.dt_min or 1e-12 * span
+    def sizes(self, span, floor=0.0):
+        """(dt0, dt_min, dt_max) in s for a run over ``span`` s whose steps must not be shorter than
+        ``floor`` s (the default dt_min, and the least)."""
+        dt_max, dt_min = self.dt_max or span, max(self.dt_min or floor, floor)
         return min(max(self.dt0 or 1e-4 * span, dt_min), dt_max), dt_min, dt_max
 
     def estimator(self, order):
@@ -309,7 +312,7 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
 
     model = assembly.model
     t0, t_end, chunk = settings["t0"], settings["t_end"], settings["chunk"]
-    dt0, dt_min, dt_max = controller.sizes(t_end - t0)
+    dt0, dt_min, dt_max = controller.sizes(t_end - t0, time_tolerance(t0, t_end))
     padded = np.full(1 << max(0, len(saves) - 1).bit_length(), np.inf)  # a power of two: few shapes
     padded[:len(saves)] = saves
     y0 = np.concatenate([carry.state.q, carry.state.theta])
@@ -380,7 +383,9 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
         error = ConvergenceError(
             f"adaptive steps stopped at t = {t_stop:.6g} s: the next step the tolerances ask for, {h_next:.3g} s, is "
             f"below dt_min = {dt_min:.3g} s ({why}); kept the {n} steps before in err.partial_solution. Try larger "
-            "rtol/atol or a smaller dt_min, or check the model.",
+            "rtol/atol" + (" or a smaller dt_min" if dt_min > time_tolerance(t0, t_end) else
+                           " (dt_min is the times' round-off: a shorter step would be round-off)")
+            + ", or check the model.",
             partial_solution=solution, step=n, time=t_stop, residual_history=history)
     return solution, error
 

@@ -190,6 +190,9 @@ def test_a_law_that_turns_nan_is_named_when_adaptive_steps_give_up():
     with pytest.raises(cs.ConvergenceError, match="every step size; not finite: the power of 'thrust'") as err:
         cs.simulate(cs.System([plate, cs.Torque(plate, law, name="thrust")]), 0.2, "adaptive")
     assert 0.04 <= err.value.partial_solution.t[-1] <= 0.06  # its last step's midpoint before 0.05 s
+    # it gives up at the times' round-off (1e-9 of the span), without trying steps shorter than that
+    tried = err.value.partial_solution.rejected_attempts[:, 1]
+    assert np.min(tried) >= 1e-9 * 0.2 and "dt_min is the times' round-off" in str(err.value)
 
 
 def test_bad_adaptive_options_are_refused_by_name():
