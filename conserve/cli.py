@@ -1,12 +1,15 @@
-"""Command line (also ``python -m conserve``):
+"""Command line (also python -m conserve):
 
     conserve demo                                   heavy top: conservation summary and a plot
     conserve reproduce spacecraft|crane|heavy-top|thompson|all [--out DIR] [--quick]
     conserve convergence heavy-top|spacecraft|crane|pendulum --dt 2e-3 1e-3 5e-4 [--t-end T]
                          [--backend director] [--order 2] [--out DIR]
 
-``conserve <command> --help`` describes every option.
+conserve <command> --help describes every option.
 """
+
+# This docstring is the --help text (plain text, no markup). The command line imports jax (and the
+# rest of conserve) only when a command runs, so --help answers at once.
 
 from __future__ import annotations
 
@@ -15,10 +18,10 @@ import runpy
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from .backends import BACKENDS
 from .progress import ProgressBar
+
+#: the backends a convergence study runs on (the names of conserve.backends.BACKENDS)
+BACKEND_NAMES = ("director", "ode", "reduced")
 
 REPRODUCTIONS = {"heavy-top": "heavy_top.py", "spacecraft": "hca_spacecraft.py", "crane": "hca_rotary_crane.py",
                  "thompson": "thompson_examples.py"}
@@ -38,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def demo(out: Path, t_end: float, dt: float) -> int:
     """P1 heavy top in steady precession: conservation summary, precession check, plot."""
+    import numpy as np
+
     import conserve as cs
     from conserve.plotting import plot_conservation
     from conserve.problems import HeavyTop
@@ -123,8 +128,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("problem", choices=list(PROBLEMS), metavar="problem", help=f"which problem: {_listing(PROBLEMS)}")
     p.add_argument("--dt", type=float, nargs="+", required=True, help="step sizes in s, e.g. 2e-3 1e-3 5e-4")
     p.add_argument("--t-end", type=float, default=1.0, help="end time in s (default 1)")
-    p.add_argument("--backend", choices=sorted(BACKENDS), default="director",
-                   help=f"backend of every run: {', '.join(sorted(BACKENDS))} (default director)")
+    p.add_argument("--backend", choices=BACKEND_NAMES, default="director",
+                   help=f"backend of every run: {', '.join(BACKEND_NAMES)} (default director)")
     p.add_argument("--order", type=int, choices=[2, 4, 6], default=2,
                    help="2: the energy-momentum step; 4, 6: its symmetric compositions (default 2)")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")

@@ -92,10 +92,53 @@ def _law_values(model: Model, states: State, t):
         return jax.vmap(values)(states, t)
 
 
+#: A rigid body turning more than this many radians per step is a step too coarse for the motion:
+#: at t0 it gets a CoarseStepWarning, and a step that fails so is said to be too large.
+COARSE_TURN = 1.0
+
+
+def part_spin_rates(layout, q, v):
+    """{part name: |ω| in rad/s} of the full-body parts (four blocks) at coordinates q and
+    velocities v (…, n_q), ω = ½ Σ d_i × ḋ_i (arrays of the leading shape: all members at once)."""
+    Q, V = (np.asarray(x).reshape(*np.shape(x)[:-1], -1, 3) for x in (q, v))
+    rates = {}
+    for part in layout.parts:
+        if part.n_blocks == 4:
+            d = slice(layout.offsets[part.name] + 1, layout.offsets[part.name] + 4)  # its directors
+            rates[part.name] = np.linalg.norm(0.5 * np.sum(np.cross(Q[..., d, :], V[..., d, :]), axis=-2), axis=-1)
+    return rates
+
+
+def too_large_step(solution, t, h, settings):
+    """Why the step t → t + h (s) from a partial ``solution``'s last node is plainly too large, or
+    None: a dt longer than the run's span (t_end and dt swapped?), or a part turning more than
+    :data:`COARSE_TURN` rad in it at its start rate (the fastest one named, with the step that
+    would turn it 1 rad). A diagnosis that fails gives None (it must not cost the partial solution)."""
+    reasons = []
+    t0, t_end = settings.get("t0"), settings.get("t_end")
+    if t0 is not None and t_end is not None and h > t_end - t0:
+        reasons.append(f"dt = {h:.6g} s is longer than the run's span t_end − t0 = {t_end - t0:.6g} s (the "
+                       "arguments are simulate(system, t_end, dt): were t_end and dt swapped?)")
+    try:
+        rates = part_spin_rates(solution.assembly.layout, solution.q[-1], solution.v[-1])
+    except Exception:  # noqa: BLE001
+        rates = {}
+    if rates:
+        name = max(rates, key=lambda k: rates[k])
+        rate = float(rates[name])
+        if rate * h > COARSE_TURN:
+            reasons.append(f"'{name}' turns {rate * h:.3g} rad per step (|ω| = {rate:.4g} rad/s at t = {t:.6g} s), "
+                           f"more than {COARSE_TURN:g} rad: take dt ≤ {COARSE_TURN / rate:.3g} s, "
+                           f"{rate * h / COARSE_TURN:.3g}× smaller")
+    return "; ".join(reasons) or None
+
+
 def convergence_error(n, t, h, newton, history, solution, settings) -> ConvergenceError:
-    """The ConvergenceError of a run whose step n (t → t + h in s) failed: what Newton did (from its
-    residual ``history``), why (a NaN's laws by :func:`non_finite_laws`, a stalled residual, a
-    singular Newton matrix), what to try, and the ``solution`` of the n converged steps."""
+    """The ConvergenceError of a run whose step n (t → t + h in s) failed: first a step plainly too
+    large for the run (:func:`too_large_step`), then what Newton did (from its residual ``history``),
+    why (a NaN's laws by :func:`non_finite_laws`, a stalled residual, a singular Newton matrix; not
+    guessed when the step is too large), what to try, and the ``solution`` of the n converged steps."""
+    coarse = too_large_step(solution, t, h, settings)
     finite = bool(np.all(np.isfinite(history))) and history.size == newton.max_iterations
     what = f"did not converge in {newton.max_iterations} iterations" if finite else "produced NaN/inf"
     if not finite:  # name the laws that give it
@@ -112,7 +155,7 @@ def convergence_error(n, t, h, newton, history, solution, settings) -> Convergen
         what += (" although the residual reached round-off: the Newton matrix is (nearly) singular, e.g. a "
                  "kinematic singularity (a mechanism at a change point, aligned axes) or constraints that "
                  "became dependent")
-    elif finite and tail.size > 1 and np.max(tail) <= 4 * np.min(tail):
+    elif finite and tail.size > 1 and np.max(tail) <= 4 * np.min(tail) and coarse is None:
         what += (f": the residual stalled at {np.min(tail):.2e}, above round-off, so the equations have no "
                  "solution near this step — typically a law that jumps (a force or torque switching on a "
                  "position or velocity threshold; smooth it, e.g. with jnp.tanh) or a kinematic singularity")
@@ -120,13 +163,15 @@ def convergence_error(n, t, h, newton, history, solution, settings) -> Convergen
         what += f", also when retried as 2 … {2 ** settings['max_subdivisions']} sub-steps"
     hist = ", ".join(f"{r:.2e}" for r in history)
     return ConvergenceError(
-        f"step {n} (t = {t:.6g} s -> {t + h:.6g} s): Newton {what}; residual history [{hist}]. "
+        f"step {n} (t = {t:.6g} s -> {t + h:.6g} s): "
+        + (f"the step is too large: {coarse}. " if coarse else "")
+        + f"Newton {what}; residual history [{hist}]. "
         + f"Kept {n} converged steps in err.partial_solution. Try a smaller dt, a larger "
         "Newton(max_iterations=...)"
         + (", on_failure='subdivide'" if settings["on_failure"] == "raise" else "")
         + (f", backend=cs.Director(linear='dense') (this run's Newton matrix is '{solution.stats['newton_matrix']}', "
            "its sparsity sampled at the start: a coupling that appears later, a force law off at t0, is missed)"
-           if finite and solution.stats["newton_matrix"] in ("tree", "coloured") else "")
+           if finite and coarse is None and solution.stats["newton_matrix"] in ("tree", "coloured") else "")
         + ", or check the model for unbounded forces.",
         partial_solution=solution, step=n, time=t, residual_history=history,
     )

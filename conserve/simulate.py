@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import checkpoint as checkpoints
-from .adaptive import Adaptive, simulate_adaptive
+from .adaptive import Adaptive, save_times, simulate_adaptive
 from .compilation import (KERNEL_SIZE, KERNEL_UNKNOWNS, MODES, compiler_options, loops_as_kernels, resolved_mode,
                           run_times)
 from .backends import BACKENDS, Carry, Composition, ReferenceBackend, StepBackend, StepOutput, Subdividing
@@ -31,7 +31,7 @@ from .backends.compose import check_order
 from .backends.director import unknowns as director_unknowns
 from .discrete.newton import MEMBERS, Newton, run_if
 from .errors import CoarseStepWarning, ConstraintWarning, ModelError, SimulationError, is_count
-from .failures import convergence_error, keep_partial, refuse_non_finite_energy
+from .failures import COARSE_TURN, convergence_error, keep_partial, part_spin_rates, refuse_non_finite_energy
 from .model.assembled import Model, State
 from .model.parameters import bound
 from .model.system import POSITION_TOL, as_assembly, check_drives_at
@@ -246,8 +246,10 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         :mod:`conserve.adaptive`), or a :class:`conserve.Adaptive` with all the options (dt0,
         dt_min, dt_max, the error estimate)
     rtol, atol : the tolerances of dt="adaptive"
-    saveat : with adaptive steps, the times (s, in (t0, t_end]) at which to keep nodes; each is
-        reached exactly, and t_end is always kept (default: keep every accepted node)
+    saveat : with adaptive steps, the times (s, in [t0, t_end]) at which to keep nodes; each is
+        reached exactly, and t0 and t_end are always kept (default: keep every accepted node).
+        Times closer than 1e-9 of the span (:func:`conserve.adaptive.save_times`) are one node, with
+        a warning if they differ: a step between them would be round-off
     backend : "director" (energy-momentum midpoint DAE in director coordinates; Gonzalez 1996,
         Betsch and Steinmann 2001) or
         "reduced" (the same discrete equations in the kinematic tree's minimal coordinates,
@@ -271,7 +273,9 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         them; a step that fails even then raises)
     max_subdivisions : int ≥ 1, halvings tried by "subdivide"
     chunk : steps per compiled scan chunk (≥ 1)
-    progress : optional callable ``progress(steps_done, n_steps)``, called after every chunk
+    progress : optional callable ``progress(steps_done, n_steps)``, called after every chunk (with
+        adaptive steps ``progress(seconds_done, span)``, simulated time in s); a text bar:
+        :class:`conserve.progress.ProgressBar`
     checkpoint : optional directory: every ``checkpoint_every`` steps the run so far is saved
         there atomically (:mod:`conserve.checkpoint`); :func:`resume` continues it bit-for-bit.
         The directory is locked while the run writes; a directory that already holds a run is
@@ -323,7 +327,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     warn_coarse_steps(assembly, dt)
     check_drives_at(assembly, t0)
     work = run_work(backend, assembly.model, n_steps)
-    settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
+    settings = {"t0": t0, "t_end": t_end, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
                 "compile": resolved_mode(check_mode(compile), work),
                 **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
@@ -372,10 +376,7 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
     if on_failure != "raise":
         raise ModelError("simulate: adaptive steps retry a failed step smaller themselves; on_failure applies to a "
                          "fixed dt.")
-    if saveat is not None:
-        saveat = np.asarray(saveat, float).ravel()
-        if not (np.all(np.isfinite(saveat)) and np.all(saveat > t0) and np.all(saveat <= t_end)):
-            raise ModelError(f"simulate: saveat times must lie in (t0, t_end] = ({t0}, {t_end}] s.")
+    saves = save_times(saveat, t0, t_end)  # those closer than round-off merged, with a warning
     backend = resolve_backend(backend, newton, ode, "raise", 6, order)
     if isinstance(backend, ReferenceBackend):
         raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) has its own step control; "
@@ -388,7 +389,7 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
     carry = backend.init(assembly.model, assembly.initial_state)
     first = first_piece(assembly.model, carry.state, t0)
     refuse_non_finite_energy(assembly, first, t0)
-    solution, error = simulate_adaptive(assembly, settings, backend, carry, controller, saveat, first,
+    solution, error = simulate_adaptive(assembly, settings, backend, carry, controller, saves, first,
                                         settings["compile"], progress)
     if error is not None:
         raise error
@@ -424,8 +425,9 @@ def planned_work(model: Model, t_end, dt, backend="director", newton=None, order
 
 def time_grid(t0, t_end, dt, chunk, who="simulate"):
     """(t0, t_end, dt, number of steps) as checked floats and int: dt > 0, t_end > t0, a whole
-    number of steps (t_end rounded up to one, up to round-off), at most ``MAX_STEPS``; ``chunk``
-    an integer ≥ 1. A ModelError says which is wrong."""
+    number of steps (t_end rounded up to one, up to round-off), at most ``MAX_STEPS``, dt above the
+    times' round-off (64 units in the last place of the larger of |t0|, |t_end|: the nodes' times
+    must differ); ``chunk`` an integer ≥ 1. A ModelError says which is wrong."""
     dt, t0, t_end = _number("dt", dt, who), _number("t0", t0, who), _number("t_end", t_end, who)
     if not (dt > 0 and math.isfinite(dt)):
         raise ModelError(f"{who}: dt must be positive and finite, got {dt}.")
@@ -442,6 +444,11 @@ def time_grid(t0, t_end, dt, chunk, who="simulate"):
         raise ModelError(f"{who}: (t_end − t0)/dt = {ratio:.3g} steps; a run takes at most {MAX_STEPS} steps (its "
                          "step counter is a 32-bit integer): use a larger dt or a shorter span, or continue in parts "
                          "(simulate(..., t0=...) from the last state).")
+    ulp = np.spacing(max(abs(t0), abs(t_end)))  # the times' round-off
+    if dt <= 64 * ulp:
+        raise ModelError(f"{who}: dt = {dt:.3g} s is round-off of the times (floats near t = "
+                         f"{max(abs(t0), abs(t_end)):.6g} s are {ulp:.3g} s apart), so the nodes t0 + n dt could not be "
+                         "told apart; measure time from a nearer origin (t0 = 0) or take a larger dt.")
     return t0, t_end, dt, max(1, math.ceil(ratio * (1.0 - 1e-12) - 1e-9))  # whole steps up to round-off
 
 
@@ -540,10 +547,6 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
         checkpoints.close(ckpt)
 
 
-#: A rigid body turning more than this many radians per step at t0 gets a CoarseStepWarning.
-COARSE_TURN = 1.0
-
-
 def warn_coarse_steps(assembly, dt):
     """Warn when full-body parts turn more than :data:`COARSE_TURN` rad per step at the start:
     the midpoint rule turns a free spin ω by 2 atan(|ω|Δt/2) instead of |ω|Δt per step (a 20 %
@@ -566,18 +569,6 @@ def coarse_step_message(layout, q, v, dt):
             f"stay exact); use dt ≤ {COARSE_TURN / max(fast.values()):.3g} s"
             + (f", or model {', '.join(rotors)} as Rotor(..., model='hybrid'), whose spin angle is exact at any step"
                if rotors else "") + ".")
-
-
-def part_spin_rates(layout, q, v):
-    """{part name: |ω| in rad/s} of the full-body parts (four blocks) at coordinates q and
-    velocities v (…, n_q), ω = ½ Σ d_i × ḋ_i (arrays of the leading shape: all members at once)."""
-    Q, V = (np.asarray(x).reshape(*np.shape(x)[:-1], -1, 3) for x in (q, v))
-    rates = {}
-    for part in layout.parts:
-        if part.n_blocks == 4:
-            d = slice(layout.offsets[part.name] + 1, layout.offsets[part.name] + 4)  # its directors
-            rates[part.name] = np.linalg.norm(0.5 * np.sum(np.cross(Q[..., d, :], V[..., d, :]), axis=-2), axis=-1)
-    return rates
 
 
 def _number(name, x, who="simulate"):

@@ -189,7 +189,9 @@ class Solution:
         reference integrator) and unknown_steps (the run's measure for compile="auto"; None for
         adaptive steps), compile_time (s), run_time (s, after compilation), time_per_step (s),
         unknowns, newton_matrix (the Newton matrix's linear algebra: "dense", "coloured" or "tree",
-        :mod:`conserve.discrete.linear`; step backends only)
+        :mod:`conserve.discrete.linear`; step backends only); with adaptive steps also attempts,
+        accepted_steps, rejected_steps, error_estimate, rtol, atol (each rejected attempt in
+        ``rejected_attempts``)
     """
 
     t: np.ndarray
@@ -208,6 +210,10 @@ class Solution:
     stats: dict = field(default_factory=dict)
     #: the Assembly that made this Solution (in memory only; not saved), for :attr:`symmetries`
     assembly: object = field(default=None, repr=False, compare=False)
+    #: of an adaptive run (:mod:`conserve.adaptive`): (k, 3) time t (s), size h (s) and error estimate
+    #: (weighted RMS, > 1; inf for a failed Newton solve) of each rejected attempt; None otherwise
+    #: (in memory only; not saved: ``stats["rejected_steps"]`` counts them)
+    rejected_attempts: np.ndarray = field(default=None, repr=False, compare=False)
 
     _arrays = ("t", "q", "v", "s", "p", "theta", "multipliers", "newton_iterations", "work", "dissipation",
                "substeps")

@@ -176,6 +176,25 @@ def _degrees():
         return cs.set_joints(cs.problems.double_pendulum(), {"elbow": 90})
 
 
+def _close_save_times():
+    """Save times a unit in the last place and 1e-13 s apart."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        return cs.simulate(one_body(), 1.0, "adaptive", saveat=[0.5, 0.5000000000000001, 0.5 + 1e-13])
+
+
+def _swapped_times():
+    """simulate(system, dt, t_end): one step of 10 s for the heavy top spinning at 141 rad/s (the
+    warnings of the swap and of the coarse step are left out of the table)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cs.simulate(cs.problems.heavy_top(), 0.01, 10.0)
+
+
 def _foreign_file():
     path = _scratch("file") / "run.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -253,6 +272,10 @@ CASES = [
     ("constraints dependent only at the start (a warning)", _redundant_at_the_start_only, cs.ConstraintWarning,
      "'rod2'"),
     ("a joint angle in degrees (a warning)", _degrees, UserWarning, "'elbow'"),
+    ("t_end and dt swapped: a step far too large", _swapped_times, cs.ConvergenceError, "swapped"),
+    ("a dt below the round-off of the times", lambda: cs.simulate(one_body(), 1e12 + 1e-3, 1e-5, t0=1e12),
+     cs.ModelError, "round-off of the times"),
+    ("saveat times closer than round-off (a warning)", _close_save_times, UserWarning, "one node"),
 ]
 
 

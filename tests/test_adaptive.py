@@ -3,6 +3,8 @@ every accepted node conserves exactly, the error follows the tolerance, steps fo
 (an eccentric orbit), save times are hit exactly, and at equal accuracy adaptive steps cost fewer
 Newton solves than fixed ones where the motion's time scale varies."""
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -49,16 +51,68 @@ def test_every_accepted_node_conserves_and_steps_follow_the_orbit(orbits):
     for sol in orbits.values():
         assert_exact(sol)  # central gravity about the origin: all of J
         assert sol.stats["accepted_steps"] > 0 and sol.stats["rejected_steps"] >= 0
-        steps_per_attempt = {"history": 1, "doubling": 2}[sol.stats["error_estimate"]]
-        assert sol.stats["steps"] == steps_per_attempt * sol.stats["accepted_steps"] == len(sol) - 1
+        # step doubling: two half steps per attempt; the history estimate: one, and two in the first
+        # attempt accepted (checked by step doubling: it has no history yet)
+        steps = {"history": sol.stats["accepted_steps"] + 1, "doubling": 2 * sol.stats["accepted_steps"]}
+        assert sol.stats["steps"] == steps[sol.stats["error_estimate"]] == len(sol) - 1
         assert sol.t[-1] == ORBIT.period
         # steps shrink where the satellite is fast: near pericentre (t ≈ 0, T) they are the smallest
         h = np.diff(sol.t)
         assert np.max(h) >= 10 * np.min(h)
         r = np.linalg.norm(sol["satellite"].position[:-1], axis=1)
         assert np.corrcoef(np.log(r), np.log(h))[0, 1] > 0.9  # h grows with the distance
-        for t, h_try, err in sol.stats["rejections"]:  # (a failed Newton solve: ∞)
+        assert sol.rejected_attempts.shape == (sol.stats["rejected_steps"], 3)
+        for t, h_try, err in sol.rejected_attempts:  # (a failed Newton solve: ∞)
             assert err > 1.0 and h_try > 0
+        # the stats are a few numbers and names, not a record of every attempt
+        assert all(x is None or isinstance(x, (str, int, float)) for x in sol.stats.values())
+
+
+def test_the_first_steps_are_checked_too(orbits):
+    """dt0 = T/8 on the eccentric orbit from its pericentre: the history estimate has no nodes to
+    estimate the first steps' error from, so the first attempts are checked by step doubling and
+    shrunk until they meet the tolerance (unchecked, steps of T/8 miss the orbit by more than its
+    size); the run is then as accurate as one that starts small."""
+    rtol, atol = 1e-7, 1e-10
+    sol = cs.simulate(ORBIT.system(), ORBIT.period, cs.Adaptive(rtol=rtol, atol=atol, dt0=ORBIT.period / 8))
+    assert_exact(sol)
+    x, exact = sol["satellite"].position[1:3], ORBIT.position(sol.t[1:3])
+    assert np.max(np.abs(x - exact) / (atol + rtol * np.abs(exact))) <= 10.0  # measured 1.8
+    assert orbit_error(sol) <= 1.5 * orbit_error(orbits[1e-7])  # measured 1.0×
+    t, h, err = sol.rejected_attempts[0]
+    assert t == 0.0 and h == ORBIT.period / 8 and err > 1.0
+
+
+def test_save_times_closer_than_round_off_are_one_node(orbits):
+    """Save times a unit in the last place and 1e-13 of the span apart are one node, with a
+    warning naming them: steps between them (4e-16 and 6e-13 s) would be round-off and would break
+    the energy balance (by 1.5e-3 of the energy). Exact duplicates and a save time at t0 are the
+    nodes asked for, without a warning."""
+    T = ORBIT.period
+    close = [T / 2, np.nextafter(T / 2, T), T / 2 + 1e-13 * T]
+    with pytest.warns(UserWarning, match=r"saveat times closer than .* are one node"):
+        sol = cs.simulate(ORBIT.system(), T, "adaptive", rtol=1e-7, atol=1e-10, saveat=close)
+    np.testing.assert_array_equal(sol.t, [0.0, T / 2, T])
+    assert_exact(sol)
+    grid = np.linspace(0.0, T, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sol = cs.simulate(ORBIT.system(), T, "adaptive", rtol=1e-7, atol=1e-10, saveat=np.r_[grid, grid[1:3]])
+    np.testing.assert_array_equal(sol.t, grid)
+    assert_exact(sol)
+
+
+def test_no_sliver_of_a_step_is_left_before_a_save_time():
+    """A nearly free flight (its error estimate ~0) with steps capped at dt_max = 1/3 s − 1e-7 s:
+    three steps of dt_max would leave a step of 3e-7 s before t_end = 1 s; the last stretch is
+    taken as two equal steps instead."""
+    satellite = cs.RigidBody("satellite", 1.0, (0.1, 0.2, 0.3), position=(1.0, 0.0, 0.0), velocity=(0.0, 1.0, 0.0))
+    h_max = 1 / 3 - 1e-7
+    sol = cs.simulate(cs.System([satellite, cs.CentralGravity(1e-12)]), 1.0, cs.Adaptive(dt0=h_max, dt_max=h_max))
+    h = np.diff(sol.t)
+    assert sol.t[-1] == 1.0 and np.max(h) <= h_max
+    assert np.min(h) >= 0.25 * np.max(h), h
+    assert_exact(sol)
 
 
 def test_the_error_follows_the_tolerance(orbits):
@@ -136,6 +190,9 @@ def test_a_law_that_turns_nan_is_named_when_adaptive_steps_give_up():
     with pytest.raises(cs.ConvergenceError, match="every step size; not finite: the power of 'thrust'") as err:
         cs.simulate(cs.System([plate, cs.Torque(plate, law, name="thrust")]), 0.2, "adaptive")
     assert 0.04 <= err.value.partial_solution.t[-1] <= 0.06  # its last step's midpoint before 0.05 s
+    # it gives up at the times' round-off (1e-9 of the span), without trying steps shorter than that
+    tried = err.value.partial_solution.rejected_attempts[:, 1]
+    assert np.min(tried) >= 1e-9 * 0.2 and "dt_min is the times' round-off" in str(err.value)
 
 
 def test_bad_adaptive_options_are_refused_by_name():
@@ -145,6 +202,7 @@ def test_bad_adaptive_options_are_refused_by_name():
                           ({"dt": "adaptive", "rtol": -1.0}, "rtol must be"),
                           ({"dt": "adaptive", "rtol": 0.0, "atol": 0.0}, "cannot both be 0"),
                           ({"dt": "adaptive", "saveat": [5.0]}, "saveat times must lie"),
+                          ({"dt": "adaptive", "saveat": [-0.1]}, "saveat times must lie"),
                           ({"dt": 1e-3, "saveat": [0.5]}, "saveat is for adaptive"),
                           ({"dt": "adaptive", "checkpoint": "x"}, "do not checkpoint"),
                           ({"dt": "adaptive", "on_failure": "subdivide"}, "retry a failed step"),

@@ -1,5 +1,7 @@
 """Bad input gets a clear error naming the part; a failed run keeps what it computed."""
 
+import re
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -180,7 +182,11 @@ def test_joint_to_itself_and_duplicate_names():
                                        ({"dt": 1e-3, "chunk": 0}, "chunk must be an integer"),
                                        ({"dt": 1e-3, "progress": True}, "progress must be a callable"),
                                        ({"dt": 1e-3, "newton": {"tol": 1e-10}}, "newton must be a cs.Newton"),
-                                       ({"dt": 1e-3, "ode": {"method": "Radau"}}, "apply to backend='ode'")])
+                                       ({"dt": 1e-3, "ode": {"method": "Radau"}}, "apply to backend='ode'"),
+                                       # steps below the times' round-off (floats near 1e12 s are 1.2e-4 s apart)
+                                       ({"dt": 1e-5, "t0": 1e12, "t_end": 1e12 + 1e-3}, "round-off of the times"),
+                                       ({"dt": "adaptive", "t0": 1e12, "t_end": 1e12 + 1e-3},
+                                        "round-off of the times")])
 def test_bad_simulation_arguments(kw, words):
     args = {"t_end": 1.0, **kw}
     with pytest.raises(cs.ModelError, match=words):
@@ -475,3 +481,25 @@ def test_coarse_steps_on_a_fast_full_body_rotor_warn_and_point_to_the_hybrid_mod
                      spin_rate=300.0, model="body")
     with pytest.warns(cs.CoarseStepWarning, match=r"'wheel' 15 rad.*Rotor\(\.\.\., model='hybrid'\)"):
         cs.simulate(cs.System([core, wheel]), 0.1, 0.05)
+
+
+def test_a_step_plainly_too_large_says_so_first_and_how_much_smaller():
+    """The heavy top (|ω| = 141 rad/s) at Δt = 0.5 s turns 70 rad per step: the ConvergenceError
+    says the step is too large, names the part and the step that turns it a radian, before the
+    residual history, and does not guess at a law that jumps or the Newton matrix. With t_end and
+    dt swapped (a double pendulum, simulate(system, 0.01, 10.0)) it says that first."""
+    with pytest.warns(cs.CoarseStepWarning), pytest.raises(cs.ConvergenceError) as err:
+        cs.simulate(cs.problems.heavy_top(), 2.0, 0.5)
+    message = str(err.value)
+    assert message.index("the step is too large: 'top' turns") < message.index("Newton did not converge")
+    rate = np.linalg.norm(err.value.partial_solution["top"].angular_velocity[-1])
+    dt = float(re.search(r"take dt ≤ ([0-9.e+-]+) s", message).group(1))
+    assert dt * rate == pytest.approx(1.0, rel=1e-2)  # the step that turns the top 1 rad
+    factor = float(re.search(r"s, ([0-9.e+-]+)× smaller", message).group(1))
+    assert factor == pytest.approx(0.5 / dt, rel=1e-2)
+    assert "law that jumps" not in message and "linear='dense'" not in message
+    with pytest.warns(UserWarning, match="swapped"), pytest.raises(cs.ConvergenceError) as err:
+        cs.simulate(cs.problems.double_pendulum(), 0.01, 10.0)
+    message = str(err.value)
+    assert message.index("too large: dt = 10 s is longer than the run's span") < message.index("Newton")
+    assert "swapped" in message and "law that jumps" not in message and "linear='dense'" not in message

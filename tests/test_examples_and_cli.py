@@ -1,5 +1,6 @@
 """The README's commands work: the examples and `conserve demo` run and write their plots."""
 
+import io
 import re
 import subprocess
 import sys
@@ -97,3 +98,59 @@ def test_cli_help_names_every_option_and_study():
             for choice in action.choices or ():
                 assert str(choice) in action.help, f"conserve {name} {action.dest}: {choice} not described"
     assert set(cli.STUDIES) == {*cli.REPRODUCTIONS, "all"}
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def test_a_progress_bar_writes_plain_lines_off_a_terminal_and_redraws_on_one():
+    """Into a log (a stream that is no terminal) every update that fills the bar further is a
+    line of its own, without carriage returns; on a terminal one line is redrawn in place.
+    Adaptive runs report simulated seconds, not steps."""
+    from conserve.progress import ProgressBar
+
+    log = io.StringIO()
+    bar = ProgressBar("run", width=10, stream=log)
+    for done in range(0, 1001, 25):
+        bar(done, 1000)
+    text = log.getvalue()
+    lines = text.splitlines()
+    assert "\r" not in text and text.endswith("\n")
+    assert len(lines) == 11  # one per tenth of the bar (41 updates)
+    assert [line.count("#") for line in lines] == list(range(11)) and lines[-1].endswith("1000/1000 steps")
+    terminal = _Terminal()
+    bar = ProgressBar("run", width=10, stream=terminal)
+    for done in (500, 1000):
+        bar(done, 1000)
+    assert terminal.getvalue().count("\r") == 2 and terminal.getvalue().count("\n") == 1
+    log = io.StringIO()
+    ProgressBar("orbit", width=10, stream=log)(0.125, 0.5)  # seconds of a 0.5 s adaptive run
+    assert log.getvalue() == "orbit [##........] 0.125/0.5 s\n"
+
+
+def test_cli_help_is_plain_text_and_does_not_import_jax():
+    """`conserve --help` (and each command's) shows no reStructuredText markup, and answers without
+    importing jax (or anything of conserve beyond the command line); its backend names are the
+    library's."""
+    import argparse
+
+    from conserve import cli
+    from conserve.backends import BACKENDS
+
+    top = cli.parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    for parser in (top, *commands.choices.values()):
+        text = parser.format_help()
+        assert "`" not in text and not re.search(r":(mod|func|class|meth|attr|data|ref):", text), text
+    assert sorted(cli.BACKEND_NAMES) == sorted(BACKENDS)
+    for argv in (["--help"], ["convergence", "--help"]):
+        run = subprocess.run([sys.executable, "-X", "importtime", "-m", "conserve", *argv], capture_output=True,
+                             text=True, timeout=120, cwd=ROOT)
+        assert run.returncode == 0 and "usage: conserve" in run.stdout, run.stderr
+        imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time")}
+        assert "conserve.cli" in imported and not {m for m in imported if m == "jax" or m.startswith("jax.")}
+        assert "conserve.simulate" not in imported
