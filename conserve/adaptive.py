@@ -77,7 +77,7 @@ class Adaptive:
         every attempt (the history estimate starts by step doubling), so a dt0 too large only costs
         rejected attempts
     dt_min : the smallest step in s before the run fails (default, and at least: the times'
-        round-off, :func:`time_tolerance` — 1e-9 of the span —, below which a step would be
+        round-off, :func:`~conserve.adaptive.time_tolerance` — 1e-9 of the span —, below which a step would be
         round-off)
     dt_max : the largest step in s (default: the span)
     """
