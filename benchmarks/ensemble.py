@@ -14,7 +14,7 @@ with its spin about the figure axis raised by ε·ω_s, ε evenly in [−1 %, +1
 * ensemble: ``cs.simulate_batch(assembly, T, dt, initial_states=...)``: the first call's wall
   time (with compilation) and a second call's (compiled; both include building the Solutions);
   and a compiled call with all members vmapped in one group instead of groups of
-  ``members_per_group`` (``conserve.simulate.GROUP_BYTES`` raised for it).
+  ``members_per_group`` (``conserve.run.chunks.GROUP_BYTES`` raised for it).
 
 By backend: the same comparison (T = 1 s, the ensemble's median of three compiled calls) with
 ``backend="reduced"`` on both sides.
@@ -45,11 +45,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _peers import pin_to_core0
 
 import conserve as cs
 from conserve.problems import HeavyTop
-
-from _peers import pin_to_core0
 
 OUT = Path(__file__).parent / "results" / "ensemble.md"
 MEMBERS, LOOP, T, DT = 1000, 50, 1.0, 1e-3

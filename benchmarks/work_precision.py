@@ -20,7 +20,7 @@ conserve compiled ``compile="optimized"`` (XLA's faster code, ``conserve.compila
   distance of the centre of mass from the exact Kepler ellipse over the nodes. Peer: the fixed step.
 * conserve: ``simulate(..., order=2|4|6)`` over a sweep of Δt (the energy-momentum step and its
   compositions, :mod:`conserve.backends.compose`) and ``simulate(..., dt="adaptive")`` over a sweep
-  of rtol (atol = 1e-2 rtol; ``conserve.adaptive``: the history error estimate for order 2, step
+  of rtol (atol = 1e-2 rtol; ``conserve.run.adaptive``: the history error estimate for order 2, step
   doubling for order 4); energy balance reported.
 
 The cost of each method at the study's target error is interpolated log-log between the two runs
@@ -40,12 +40,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import conserve as cs  # noqa: E402
-from conserve.problems import HeavyTop, KeplerOrbit, RotaryCrane, spacecraft  # noqa: E402
-
 import heavy_top as ht  # noqa: E402
 import spacecraft as sc  # noqa: E402
 from _peers import pin_to_core0  # noqa: E402
+
+import conserve as cs  # noqa: E402
+from conserve.problems import HeavyTop, KeplerOrbit, RotaryCrane, spacecraft  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "work_precision"
 COMPILE = "optimized"

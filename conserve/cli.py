@@ -18,7 +18,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from .progress import ProgressBar
+from .run.progress import ProgressBar
 
 #: the backends a convergence study runs on (the names of conserve.backends.BACKENDS)
 BACKEND_NAMES = ("director", "ode", "reduced")
@@ -44,8 +44,8 @@ def demo(out: Path, t_end: float, dt: float) -> int:
     import numpy as np
 
     import conserve as cs
-    from conserve.plotting import plot_conservation
     from conserve.problems import HeavyTop
+    from conserve.results.plotting import plot_conservation
 
     top = HeavyTop()
     sol = cs.simulate(top.system(), t_end=t_end, dt=dt, progress=ProgressBar("heavy top"))

@@ -12,8 +12,23 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from .model import (CentralGravity, Fixed, Gravity, JointMotor, JointSpringDamper, PointMass, Prismatic, Revolute, RigidBody, Rope,
-                    Rotor, Spherical, System, Universal, ground)
+from .model import (
+    CentralGravity,
+    Fixed,
+    Gravity,
+    JointMotor,
+    JointSpringDamper,
+    PointMass,
+    Prismatic,
+    Revolute,
+    RigidBody,
+    Rope,
+    Rotor,
+    Spherical,
+    System,
+    Universal,
+    ground,
+)
 
 G = 9.81
 
@@ -139,7 +154,7 @@ class KeplerOrbit:
     central gravity μ about the origin, started at pericentre; semi-major axis ``a`` and
     eccentricity ``e`` (units: μ = 1, a = 1, so the period is 2π). Its speed varies by
     (1 + e)/(1 − e) between pericentre and apocentre (19 for e = 0.9), so the step a tolerance
-    needs varies as much: the test of adaptive steps (:mod:`conserve.adaptive`). The exact
+    needs varies as much: the test of adaptive steps (:mod:`conserve.run.adaptive`). The exact
     centre of mass (:meth:`position`) is the Kepler ellipse, by Kepler's equation."""
 
     a: float = 1.0

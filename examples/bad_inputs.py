@@ -69,7 +69,7 @@ def _existing_run():
 
 
 def _directory_in_use():
-    from conserve import checkpoint
+    from conserve.run import checkpoint
 
     path = _scratch("busy") / "run"
     cs.simulate(one_body(), 0.02, 1e-2, checkpoint=path)

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import conserve as cs  # noqa: E402
-from conserve.plotting import plot_conservation  # noqa: E402
+from conserve.results.plotting import plot_conservation  # noqa: E402
 
 # J = diag(6, 8, 3), Ω0 = (10, 20, 20) rad/s in body axes, drifting at 0.3 m/s
 body = cs.RigidBody("body", mass=1.0, inertia=(6.0, 8.0, 3.0), velocity=(0.3, 0.0, 0.0),

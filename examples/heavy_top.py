@@ -10,8 +10,8 @@ The top's data (a cone on a fixed tip) and the exact steady precession come from
 import numpy as np
 
 import conserve as cs
-from conserve.plotting import plot_conservation
 from conserve.problems import HeavyTop
+from conserve.results.plotting import plot_conservation
 
 top = HeavyTop()
 sol = cs.simulate(top.system(), t_end=20.0, dt=2e-3)

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import conserve as cs  # noqa: E402
 from conserve import problems  # noqa: E402
-from conserve.plotting import plot_conservation  # noqa: E402
+from conserve.results.plotting import plot_conservation  # noqa: E402
 
 # P6: revolute pivot + rotary spring-damper, against the reduced equation
 pendulum = problems.ThompsonPendulum()

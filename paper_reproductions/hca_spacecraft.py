@@ -17,8 +17,8 @@ import numpy as np
 
 import conserve as cs
 from conserve import studies
-from conserve.animation import save_frame
 from conserve.problems import P4_CENTRE, p4_spacecraft
+from conserve.results.animation import save_frame
 
 sys.path.insert(0, str(Path(__file__).parent))  # the scripts' shared helpers
 from _study import command_line, gap_summary, model_gap, reduced_summary, with_reduced, write_report  # noqa: E402

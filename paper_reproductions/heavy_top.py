@@ -15,8 +15,8 @@ import numpy as np
 
 import conserve as cs
 from conserve import studies
-from conserve.plotting import plot_conservation
 from conserve.problems import HeavyTop
+from conserve.results.plotting import plot_conservation
 
 sys.path.insert(0, str(Path(__file__).parent))  # the scripts' shared helpers
 from _study import command_line, write_report  # noqa: E402

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import conserve as cs
-from conserve.compilation import jit_quick
-from conserve.simulate import clear_compiled
+from conserve.compilation.modes import jit_quick
+from conserve.run.chunks import clear_compiled
 
 # compiled programs shared by the parallel workers and by later runs (`pytest -m slow` reuses what
 # `pytest` compiled): jax's persistent cache, here in the checkout unless CONSERVE_COMPILATION_CACHE

@@ -6,7 +6,7 @@ from PIL import Image
 
 import conserve as cs
 from conserve import problems
-from conserve.animation import Scene, draw, save_frame
+from conserve.results.animation import Scene, draw, save_frame
 
 
 @pytest.fixture(scope="module")

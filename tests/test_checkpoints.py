@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import conserve as cs
-from conserve import checkpoint as checkpoints
+from conserve.run import checkpoint as checkpoints
 from conserve import problems
 
 
@@ -189,7 +189,7 @@ def test_laws_whose_state_cannot_be_read_need_trust(tmp_path):
     system = gain_system(0.05, extra=opaque)
     cs.simulate(system, 0.05, 1e-2, checkpoint=tmp_path / "a")
     cs.resume(tmp_path / "a", system)  # a plain object: its __dict__ is fingerprinted
-    from conserve.fingerprint import fingerprint
+    from conserve.run.fingerprint import fingerprint
 
     body = cs.RigidBody("plate", mass=1.0, inertia=(1.0, 2.0, 2.5))
     handle = iter(())  # an iterator: no readable state

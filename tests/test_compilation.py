@@ -17,7 +17,7 @@ import conserve as cs
 body = cs.RigidBody("body", 1.0, (1.0, 2.0, 3.0), angular_velocity=(0.3, 2.0, 0.1))
 sol = cs.simulate(cs.System([body]), 0.5, 1e-2)
 print(json.dumps({"hits": events.count("cache_hits"), "misses": events.count("cache_misses"),
-                  "q": sol.q[-1].tolist(), "dir": cs.compilation.compilation_cache_directory()}))
+                  "q": sol.q[-1].tolist(), "dir": cs.compilation.cache.compilation_cache_directory()}))
 """
 
 
@@ -67,11 +67,10 @@ def test_the_code_generations_take_the_same_steps():
 def test_auto_compiles_unoptimized_up_to_the_work_bound():
     """compile="auto" counts a run's unknown-steps: steps × composed stages × members × the
     director backend's unknowns (whichever backend), and takes unoptimized code up to AUTO_WORK."""
-    from conserve.backends import Composition, Director, Reduced
-    from conserve.compilation import AUTO_WORK, resolved_mode
-    from conserve.simulate import run_work
-
     import conserve as cs
+    from conserve.backends import Composition, Director, Reduced
+    from conserve.compilation.modes import AUTO_WORK, resolved_mode
+    from conserve.run.options import run_work
 
     model = cs.problems.heavy_top().assemble().model
     n = 21  # the heavy top's director unknowns: 12 coordinates, 9 multipliers (6 director, 3 joint)
@@ -92,7 +91,7 @@ def test_options_this_xla_does_not_know_are_dropped(monkeypatch):
     import jax
     import jax.numpy as jnp
 
-    from conserve import compilation
+    from conserve.compilation import modes as compilation
 
     for mode, options in (("unoptimized", compilation.UNOPTIMIZED), ("quick", compilation.QUICK),
                           ("optimized", compilation.OPTIMIZED)):
@@ -121,9 +120,8 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     import conserve as cs
     from conserve.backends import Director, Reduced
     from conserve.backends.director import unknowns
-    from conserve.compilation import KERNEL_SIZE, KERNEL_UNKNOWNS, loops_as_kernels
-    from conserve.simulate import compile_chunks, kernel_code, members_per_group, newton_sizes
-
+    from conserve.compilation.modes import KERNEL_SIZE, KERNEL_UNKNOWNS, loops_as_kernels
+    from conserve.run.chunks import compile_chunks, kernel_code, members_per_group, newton_sizes
     assert loops_as_kernels()
     assembly = cs.problems.heavy_top().assemble()
     model, state = assembly.model, assembly.initial_state
@@ -139,7 +137,7 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
         assert kernel_code(backend, model, "quick", batch=[0]) == (backend, "quick")
     backend = Director().prepare(model, state)
     assert unknowns(model) == 21 <= min(KERNEL_UNKNOWNS, KERNEL_SIZE)
-    module = sys.modules["conserve.simulate"]
+    module = sys.modules["conserve.run.chunks"]
     monkeypatch.setattr(module, "KERNEL_UNKNOWNS", 20)  # the top as a model over the bound of quick runs
     assert kernel_code(backend, model, "quick") == (backend, "quick")
     assert kernel_code(backend, model, "optimized")[0].linear.kernel
@@ -176,11 +174,11 @@ def test_jax_used_before_conserve_keeps_lapacks_lu():
     XLA runs kernel by kernel — slower, not different."""
     code = ("import jax; jax.numpy.ones(2).block_until_ready()\n"
             "import conserve as cs\n"
-            "from conserve.simulate import kernel_code\n"
+            "from conserve.run.chunks import kernel_code\nfrom conserve.compilation.modes import loops_as_kernels\n"
             "from conserve.backends import Director\n"
             "a = cs.problems.heavy_top().assemble()\n"
             "b = Director().prepare(a.model, a.initial_state)\n"
-            "print(cs.compilation.loops_as_kernels(), kernel_code(b, a.model, 'quick')[0] is b)\n")
+            "print(loops_as_kernels(), kernel_code(b, a.model, 'quick')[0] is b)\n")
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=True)
     assert out.stdout.split() == ["False", "True"]
@@ -193,7 +191,7 @@ def test_compiling_counts_the_compilations_inside_its_block_only():
     import jax
     import jax.numpy as jnp
 
-    from conserve.compilation import compiling
+    from conserve.compilation.timing import compiling
 
     f = jax.jit(lambda x: jnp.sin(x) * 1.2345 + 0.678)
     f(0.5)  # compiled outside

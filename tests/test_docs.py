@@ -27,13 +27,13 @@ def test_api_reference_is_complete():
 
     import conserve as cs
     from conserve import problems
-    from conserve.sensors import JointView, PointHistory
-    from conserve.solution import PartView, RotorView
+    from conserve.results.sensors import JointView, PointHistory
+    from conserve.results.solution import PartView, RotorView
 
     text = (ROOT / "docs" / "api.rst").read_text()
     missing = [n for n in cs.__all__ if not re.search(rf"::\s+conserve(\.\w+)*\.{re.escape(n)}\s", text)]
     assert not missing, f"not in docs/api.rst: {missing}"
-    for module in ("conserve.problems", "conserve.sensors", "conserve.studies"):
+    for module in ("conserve.problems", "conserve.results.sensors", "conserve.studies"):
         assert re.search(rf"automodule:: {re.escape(module)}\n\s+:members:", text), module
     undocumented = [f"{cls.__name__}.{n}" for cls in (cs.Solution, PartView, RotorView, JointView, PointHistory,
                                                      cs.Ensemble)

@@ -63,9 +63,9 @@ def test_a_failing_member_keeps_its_steps_and_the_others_run_on(monkeypatch):
     members (the last group padded): the one dropped from 1 m fails at t ≈ 0.45 s, keeps every
     step before, and is recorded; the one from 1 µm fails in its first step and keeps its initial
     node; the ones from 5 m and 3 m, in either group, run to the end as they would alone."""
-    simulate_module = sys.modules["conserve.simulate"]  # (conserve.simulate is the function)
-    monkeypatch.setattr(simulate_module, "GROUP_BYTES", 2 * 8 * 3**2)  # 2 members of 3 unknowns
-    assert simulate_module.members_per_group(3) == 2
+    chunks = sys.modules["conserve.run.chunks"]
+    monkeypatch.setattr(chunks, "GROUP_BYTES", 2 * 8 * 3**2)  # 2 members of 3 unknowns
+    assert chunks.members_per_group(3) == 2
     ensemble = cs.simulate_batch([bob(1.0), bob(5.0), bob(3.0), bob(1e-6), bob(2.0)], 0.6, 1e-3, chunk=64)
     assert list(ensemble.failures) == [0, 3]
     first_step = ensemble.failures[3]

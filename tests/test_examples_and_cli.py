@@ -111,7 +111,7 @@ def test_a_progress_bar_writes_plain_lines_off_a_terminal_and_redraws_on_one():
     """Into a log (a stream that is no terminal) every update that fills the bar further is a
     line of its own, without carriage returns; on a terminal one line is redrawn in place.
     Adaptive runs report simulated seconds, not steps."""
-    from conserve.progress import ProgressBar
+    from conserve.run.progress import ProgressBar
 
     log = io.StringIO()
     bar = ProgressBar("run", width=10, stream=log)
@@ -153,4 +153,4 @@ def test_cli_help_is_plain_text_and_does_not_import_jax():
         assert run.returncode == 0 and "usage: conserve" in run.stdout, run.stderr
         imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time")}
         assert "conserve.cli" in imported and not {m for m in imported if m == "jax" or m.startswith("jax.")}
-        assert "conserve.simulate" not in imported
+        assert "conserve.run.simulate" not in imported

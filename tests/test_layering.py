@@ -1,10 +1,13 @@
 """The package's layers: every module imports only from its own layer or the layers below it,
 
-    base -> model -> discrete -> backends -> run -> studies -> face
+    base -> model -> discrete -> backends -> results -> run -> studies -> face
 
-(model: what a system is; discrete: the energy-momentum scheme; backends: who solves it; run:
-simulate, step, Solution and what reads it; studies: problems and convergence studies; face: the
-package namespace and the command line). Imports inside functions count too."""
+(base: the float64 switch, code generation, errors, kinematics; model: what a system is; discrete:
+the energy-momentum scheme; backends: who solves it; results: the Solution and what reads it;
+run: simulate and what it is made of; studies: convergence, sweeps, linearisation and the
+benchmark problems; face: the package namespace and the command line), no two modules import each
+other (directly or through others), and the package root holds only the face, the errors, the
+problems and the float64 switch. Imports inside functions count too."""
 
 import ast
 import importlib
@@ -18,17 +21,18 @@ ROOT = pathlib.Path(conserve.__file__).parent
 
 #: layer of each module (a package's modules inherit its layer unless listed themselves)
 LAYERS = [
-    ("base", ["conserve._x64", "conserve.compilation", "conserve.errors", "conserve.files", "conserve.kinematics"]),
+    ("base", ["conserve._x64", "conserve.compilation", "conserve.errors", "conserve.kinematics"]),
     ("model", ["conserve.model"]),
     ("discrete", ["conserve.discrete"]),
     ("backends", ["conserve.backends"]),
-    ("run", ["conserve.simulate", "conserve.failures", "conserve.adaptive", "conserve.ensemble", "conserve.stepping", "conserve.solution", "conserve.checkpoint",
-             "conserve.fingerprint", "conserve.export", "conserve.linearize", "conserve.reactions",
-             "conserve.progress", "conserve.animation", "conserve.plotting", "conserve.sensors",
-             "conserve.posing"]),
+    ("results", ["conserve.results"]),
+    ("run", ["conserve.run"]),
     ("studies", ["conserve.studies", "conserve.problems"]),
     ("face", ["conserve", "conserve.cli", "conserve.__main__"]),
 ]
+
+#: the modules at the package root (everything else lives in a package named for what it is)
+ROOT_MODULES = {"__init__", "__main__", "cli", "errors", "problems", "_x64"}
 
 
 def layer(module):
@@ -90,3 +94,51 @@ def test_the_checker_finds_an_upward_import():
     found = imports("conserve.model.probe", source)
     assert found == {"conserve.discrete.scheme", "conserve.backends.director"}
     assert all(layer(t) > layer("conserve.model.probe") for t in found)
+
+
+def import_graph():
+    """{module: the conserve modules it imports} over the package, each import resolved to the
+    module it names (``from . import x`` to the module x, ``from .m import name`` to m)."""
+    names = {name for name, _ in modules()}
+    graph = {}
+    for name, path in modules():
+        found = imports(name, path.read_text(), path.name == "__init__.py")
+        graph[name] = {t for t in found if t in names and t != name}
+    return graph
+
+
+def test_no_import_cycle():
+    """No module imports itself through others (a package's ``__init__`` that imports its own
+    modules is the package itself, not a cycle: its modules do not import it back)."""
+    graph = import_graph()
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycle = stack[stack.index(nxt):] + [nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_the_checker_finds_a_cycle(monkeypatch):
+    import sys
+
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "import_graph", lambda: {"a": {"b"}, "b": {"c"}, "c": {"a"}})
+    with pytest.raises(AssertionError, match="a -> b -> c -> a"):
+        module.test_no_import_cycle()
+
+
+def test_the_package_root_holds_only_the_face_errors_problems_and_the_float64_switch():
+    loose = sorted(p.stem for p in ROOT.glob("*.py") if p.stem not in ROOT_MODULES)
+    assert not loose, f"modules at the package root: {loose}; move them into the package named for what they are"

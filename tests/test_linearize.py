@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import conserve as cs
-from conserve.linearize import linearize
+from conserve.studies.linearize import linearize
 
 g = 9.81
 

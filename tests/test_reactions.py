@@ -9,7 +9,7 @@ import pytest
 import conserve as cs
 from conserve import problems
 from conserve.model.joints import Joint
-from conserve.reactions import joint_reactions
+from conserve.results.reactions import joint_reactions
 
 G = np.array([0.0, 0.0, -9.81])
 

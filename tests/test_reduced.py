@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import once
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import once
 from test_joints import KINDS, directions, make_joint, rotations, vectors
 from test_linear import MODELS as LINEAR_MODELS
 
@@ -22,7 +22,7 @@ from conserve.backends.null_space import configure, increment_rates, increments_
 from conserve.backends.null_space import increments as tree_increments
 from conserve.backends.reduced import Reduced
 from conserve.discrete.linear import BlockTree, Coloured
-from conserve.simulate import kernel_code
+from conserve.run.chunks import kernel_code
 
 TREE_KINDS = ["Spherical", "Revolute", "Universal", "Cylindrical", "Prismatic", "Planar", "Fixed"]
 increments = st.lists(st.floats(-0.5, 0.5), min_size=12, max_size=12).map(np.array)

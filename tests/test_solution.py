@@ -5,15 +5,16 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import compiles_nothing
 from scipy.spatial.transform import Rotation
 
 import conserve as cs
 from conserve import problems
-from conserve.problems import HeavyTop
 from conserve.model.assembled import State
-from conserve.simulate import MAX_COMPILED, compiled_count
-from conserve.solution import diagnostics
-from conftest import compiles_nothing
+from conserve.problems import HeavyTop
+from conserve.results.export import ARRAYS
+from conserve.results.solution import diagnostics
+from conserve.run.chunks import MAX_COMPILED, compiled_count
 
 
 @pytest.fixture(scope="module")
@@ -132,14 +133,14 @@ def test_every_export_reads_back_with_the_same_values(sol, tmp_path):
     (scipy's netCDF3 writer) the whole Dataset of to_xarray."""
     import json
 
-    from conserve.export import csv_columns
+    from conserve.results.export import csv_columns
 
     xr = pytest.importorskip("xarray")
     spacecraft = cs.simulate(problems.spacecraft(), t_end=0.02, dt=1e-2)
     for name, run in (("top", sol), ("spacecraft", spacecraft)):
         run.save(tmp_path / f"{name}.npz")
         back = cs.Solution.load(tmp_path / f"{name}.npz")
-        for field in cs.Solution._arrays:
+        for field in ARRAYS:
             np.testing.assert_array_equal(getattr(back, field), getattr(run, field), err_msg=field)
             assert getattr(back, field).dtype == getattr(run, field).dtype, field
         assert back.diagnostics.keys() == run.diagnostics.keys()
@@ -290,7 +291,7 @@ def test_an_energy_of_zero_is_no_scale_for_its_errors():
     """A pendulum released at its pivot's height has E0 = 0: the summary states the energy error
     relative to the largest kinetic or |potential| energy reached, and says so (before: "1.78e+286
     of |E0|"); the conservation plot likewise (before: NaN and inf)."""
-    from conserve.plotting import plot_conservation
+    from conserve.results.plotting import plot_conservation
 
     bob = cs.PointMass("bob", 1.0, position=(1.0, 0.0, 0.0))
     run = cs.simulate(cs.System([bob, cs.Distance(cs.ground, bob, points=((0, 0, 0), (1, 0, 0))), cs.Gravity()]),
@@ -331,7 +332,7 @@ def test_multipliers_are_the_pivot_force(sol):
 
 def test_diagnostics_of_a_fast_run_are_those_of_unoptimized_code():
     """A run compiled for speed evaluates its nodes' diagnostics in blocks of quick code (its first
-    node in a short one, the rest in chunk-long ones: ``conserve.solution.DIAGNOSTIC_BLOCKS``), a
+    node in a short one, the rest in chunk-long ones: ``conserve.results.solution.DIAGNOSTIC_BLOCKS``), a
     short run's in short blocks of unoptimized code: the same quantities to round-off, whatever the
     number of nodes (1,001 here: padded blocks)."""
     assembly = HeavyTop().system().assemble()
@@ -372,7 +373,7 @@ def test_same_structure_compiles_once():
 def test_the_compiled_cache_is_bounded(monkeypatch):
     """Old structures are dropped beyond MAX_COMPILED (each holds ~1000+ code mappings), the least
     recently used first (here with a bound of 3, so that five structures show it)."""
-    monkeypatch.setattr(sys.modules["conserve.simulate"], "MAX_COMPILED", 3)
+    monkeypatch.setattr(sys.modules["conserve.run.chunks"], "MAX_COMPILED", 3)
     systems = [cs.System([cs.PointMass(f"p{i}", 1.0) for i in range(k + 1)]) for k in range(5)]  # a new shape each
     for system in systems:
         cs.simulate(system, t_end=0.02, dt=1e-2)

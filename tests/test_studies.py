@@ -3,8 +3,8 @@
 import numpy as np
 
 from conserve import studies
-from conserve.simulate import _compiled
 from conserve.problems import HeavyTop, ThompsonPendulum
+from conserve.run.chunks import _compiled
 
 
 def test_convergence_table_orders_and_outputs(tmp_path):

@@ -10,7 +10,7 @@ holding its options, e.g. its Newton options) with a pure step
 
 on a :class:`Carry` — the :class:`~conserve.model.assembled.State` and the scaled multipliers
 λ̃ = (h²/2) λ of the last step, Newton's next initial guess. The step is traced once and run in
-a compiled loop (a ``jax.lax.while_loop`` over a chunk of steps, :mod:`conserve.simulate`); it
+a compiled loop (a ``jax.lax.while_loop`` over a chunk of steps, :mod:`conserve.run.simulate`); it
 must be a pure jax function of its array arguments (jit, vmap, and — through the
 implicit-function rule of the Newton solve — grad). Backends that eliminate multipliers recover
 them after the run (:meth:`StepBackend.recover_multipliers`).
@@ -54,7 +54,7 @@ class StepOutput(NamedTuple):
     """What the time loop keeps of each step: the ``node`` (State at t_{n+1}) and the step's
     :class:`~conserve.discrete.scheme.StepRecord` without its Newton ``history`` (None: the loop
     keeps the failed step's alone; the nodes' diagnostics are evaluated after each compiled
-    stretch of steps, ``conserve.solution.diagnostics``)."""
+    stretch of steps, ``conserve.results.solution.diagnostics``)."""
 
     node: State
     record: StepRecord

@@ -15,11 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..compilation import jit_quick
+from ..compilation.modes import jit_quick
 from ..discrete.linear import BlockTree, Coloured, Dense, block_tree, coloured
 from ..discrete.newton import Newton, empty_memory, newton_solve
-from ..discrete.turning import directors, turn, turns_with_the_bodies
 from ..discrete.scheme import advance, equations, predictor, rotor_weights, spin_rates, turn_rates
+from ..discrete.turning import directors, turn, turns_with_the_bodies
 from ..model.assembled import Model, State
 from ..model.parameters import bound
 from .base import Carry, StepBackend

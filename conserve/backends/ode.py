@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
 
-from ..compilation import jit_quick
+from ..compilation.modes import jit_quick
 from ..errors import ModelError
 from ..model.assembled import State
 from ..model.parameters import bound

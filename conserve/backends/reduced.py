@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..compilation import jit_quick
+from ..compilation.modes import jit_quick
 from ..discrete.forces import constraint_force
 from ..discrete.linear import BlockTree, Coloured, Dense
 from ..discrete.newton import Newton, empty_memory, newton_solve

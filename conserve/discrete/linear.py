@@ -48,7 +48,6 @@ from jax.scipy.linalg import lu_factor, lu_solve
 from scipy import sparse
 
 
-
 @dataclass(frozen=True)
 class Dense:
     """J by ``jax.jacfwd``, dense LU with partial pivoting. Blocks: J; factors: (lu, pivots).
@@ -81,7 +80,7 @@ class Dense:
 
     def largest_inverse(self, n):
         """The order of the largest matrix this solver factorises for n unknowns (what decides
-        whether :func:`kernel_inverse` may serve, :data:`~conserve.compilation.KERNEL_SIZE`): n."""
+        whether :func:`kernel_inverse` may serve, :data:`~conserve.compilation.modes.KERNEL_SIZE`): n."""
         return n
 
     def dense(self, J):
@@ -96,7 +95,7 @@ def kernel_inverse(J):
     the same pivots as LAPACK's ``getrf`` — and one masked rank-one update of the whole matrix
     exchanges unknown k for equation p (Gauss–Jordan's exchange step, in statistics the "sweep"
     operator): after n of them the table is J⁻¹ with rows in pivot order and columns taken by the
-    pivot rows. O(n³), meant for n ≲ 50 (:data:`~conserve.compilation.KERNEL_SIZE`): fewer masks
+    pivot rows. O(n³), meant for n ≲ 50 (:data:`~conserve.compilation.modes.KERNEL_SIZE`): fewer masks
     than a row-free LU (21 × 21 in one kernel: 3.1 against 4.7 µs), and a solve is then one
     product instead of two substitution loops (0.18 against 0.60 µs), which the chords of
     simplified Newton, several per step, repeat.

@@ -261,7 +261,7 @@ def traced_once(fn, x):
 def run_if(pred, fn, otherwise):
     """``fn()`` if ``pred`` else ``otherwise`` (a pytree like fn's result), as a ``while_loop`` run
     at most once rather than a ``lax.cond``: alone the same, but under ``jax.vmap`` (an ensemble,
-    :mod:`conserve.ensemble`) a cond with a batched predicate becomes a select that evaluates fn
+    :mod:`conserve.run.ensemble`) a cond with a batched predicate becomes a select that evaluates fn
     for every member at every call, while the loop runs fn (for all members, keeping its result
     where pred holds) only when some member's pred holds — a Newton Jacobian only when some
     member needs one, a step only while some member is still running. What fn closes over passes

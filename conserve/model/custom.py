@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..compilation import jit_quick
+from ..compilation.modes import jit_quick
 from ..errors import ModelError
 from ..kinematics.frames import Frame, frames_of
 from .bodies import Ground, Part

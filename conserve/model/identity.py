@@ -1,5 +1,5 @@
 """Laws compared by what they compute, not by identity: what lets models share compiled code
-and a resumed run recognise its laws (:mod:`conserve.fingerprint`).
+and a resumed run recognise its laws (:mod:`conserve.run.fingerprint`).
 
 A model's *laws* are the user's motor, force, constraint and potential functions, held by its
 element kinds and rotor laws (:data:`LAW_FIELDS`): static parts of the compiled step, which jax

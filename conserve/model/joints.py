@@ -270,7 +270,7 @@ class Joint(ConstraintElement):
     coordinates = ()
 
     def record(self, layout) -> dict:
-        """What the joint's sensors need (:mod:`conserve.sensors`), as plain data: kind, part
+        """What the joint's sensors need (:mod:`conserve.results.sensors`), as plain data: kind, part
         names, frames (block indices (4,) into the extended block array), attachment points (or
         None) and the body vectors of its coordinates ("angle": e1, e2 of a and b of b; "slide": u)."""
         name = lambda part: "ground" if isinstance(part, Ground) else part.name  # noqa: E731

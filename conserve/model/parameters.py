@@ -12,7 +12,7 @@ Assembly finds the parameters a system's laws read (while it checks them, :mod:`
 stores their values in ``model.parameters`` ({name: float64 scalar}); inside a step, ``.value``
 is the model's entry (:func:`bound`), a traced array that ``cs.simulate_batch`` batches and
 ``jax.grad`` differentiates; outside one, the Parameter's own value. Laws that read parameters
-are compared by the parameters' names, not values (:mod:`conserve.fingerprint`): members of an
+are compared by the parameters' names, not values (:mod:`conserve.run.fingerprint`): members of an
 ensemble built by one function with other values share their laws.
 """
 

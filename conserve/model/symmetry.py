@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from ..compilation import jit_quick
+from ..compilation.modes import jit_quick
 
 #: A direction is a symmetry when its motion changes each constraint and the potential by less
 #: than this relative to the size of the terms of the change.

@@ -18,19 +18,19 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-from ..compilation import jit_quick
+from ..compilation.modes import jit_quick
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
+from .bodies import Ground, Part
+from .coordinates import CoordinateElement
 from .custom import check_quadratic_invariants
 from .drives import JointDrive
-from .bodies import Ground, Part
-from .laws import check_all
-from .parameters import recording
-from .rotors import Rotor
-from .coordinates import CoordinateElement
 from .elements import ConstraintKind, Element, LoadKind, PotentialKind
 from .identity import shared_laws
 from .joints import Joint
+from .laws import check_all
+from .parameters import recording
+from .rotors import Rotor
 from .terms import ROUNDOFF, stack_terms
 from .tree import Tree, link_geometry, spanning_tree
 
@@ -63,7 +63,7 @@ class Layout:
     potential_names : owners of the potentials, in the order of ``Model.potential_energies``
     dissipation_names : owners of the per-step dissipation (joint dampers, then rotor bearings)
     rank, degrees_of_freedom : of the assembled system
-    sketch : what a picture needs (:mod:`conserve.animation`): {"links": [(name, kind, part a,
+    sketch : what a picture needs (:mod:`conserve.results.animation`): {"links": [(name, kind, part a,
         body point a, part b, body point b)] of joints, ropes and springs (kind "joint", "rope",
         "spring"; part "ground" for the ground), "rotors": {name: (master, body axis, body
         offset, radius m)}} as plain lists

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..compilation import resolved_mode
+from ..compilation.modes import resolved_mode
 from ..errors import CoarseStepWarning, ConvergenceError
-from ..progress import ProgressBar
-from ..simulate import check_mode, planned_work, simulate
+from ..run.options import check_mode, planned_work
+from ..run.progress import ProgressBar
+from ..run.simulate import simulate
 
 
 def _coordinates(sol, parts):

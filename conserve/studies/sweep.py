@@ -5,7 +5,7 @@ Every member is ``make_system(**parameters)`` for one point of the grid, run by
 :func:`conserve.simulate` (or, ``batch`` members at a time, by :func:`conserve.simulate_batch`)
 and saved to ``directory`` as its own Solution file (written to a temporary name and renamed,
 so a file is either complete or absent), with the fingerprint of its model
-(:mod:`conserve.fingerprint`). A rerun skips every member stored there, after checking that
+(:mod:`conserve.run.fingerprint`). A rerun skips every member stored there, after checking that
 ``make_system`` still builds that model (a directory of another model is refused), and runs a
 member whose file cannot be read (truncated, damaged, edited) again: a sweep that was
 interrupted — a killed worker, a lost machine, Ctrl-C — goes on where it stopped, and nothing
@@ -30,14 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compilation import resolved_mode
-from ..ensemble import simulate_batch
-from ..export import members_to_xarray
+from ..compilation.modes import resolved_mode
 from ..errors import ConvergenceError, FileError, ModelError, SimulationError, is_count
-from ..fingerprint import fingerprint
 from ..model.system import as_assembly
-from ..simulate import planned_work, simulate
-from ..solution import Solution, layout_record
+from ..results.export import members_to_xarray
+from ..results.solution import Solution, layout_record
+from ..run.ensemble import simulate_batch
+from ..run.fingerprint import fingerprint
+from ..run.options import planned_work
+from ..run.simulate import simulate
 
 
 def sweep(make_system, grid, t_end, dt, directory, *, executor=None, batch=1, allow_failures=False, **options):
@@ -51,7 +52,7 @@ def sweep(make_system, grid, t_end, dt, directory, *, executor=None, batch=1, al
     grid : {name: values} (every combination, in order) or a list of {name: value} members
     t_end, dt : s, as in :func:`conserve.simulate`
     directory : where each member's Solution is stored (``member-<hash>.npz``, the hash of its
-        parameters, with the fingerprint of its model, :mod:`conserve.fingerprint`); members
+        parameters, with the fingerprint of its model, :mod:`conserve.run.fingerprint`); members
         stored there are not run again. The sweep's settings (t_end, dt, options) are recorded
         there (``sweep.json``): a sweep with other settings is refused rather than handed the
         stored members, and so is one whose ``make_system`` builds another model for a stored

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import FileError
+from ..errors import FileError
 from .files import content_digest, json_record, load_npz
 
 #: Version of the npz layout written by :func:`save` (2: ``substeps`` added; 3: a ``checksum`` of
@@ -24,26 +24,29 @@ from .files import content_digest, json_record, load_npz
 FORMAT_VERSION = 3
 
 
+#: the node and step arrays a Solution file holds (the Solution's array fields)
+ARRAYS = ("t", "q", "v", "s", "p", "theta", "multipliers", "newton_iterations", "work", "dissipation", "substeps")
+
+
 def save(sol, path):
     """Write all arrays and metadata of ``sol`` to an .npz file (format version FORMAT_VERSION;
     ``.npz`` is appended to a name without it, as numpy does), with the sha256 of its contents
-    (:func:`conserve.files.content_digest`) under ``checksum``, which :func:`load` verifies."""
+    (:func:`conserve.results.files.content_digest`) under ``checksum``, which :func:`read` verifies."""
     if Path(path).is_dir():  # numpy would write "<directory>.npz" beside it
         raise FileError(f"Solution.save: {path} is a directory; give a file name, e.g. {Path(path) / 'run.npz'}.")
     meta = {"format_version": FORMAT_VERSION, "layout": sol.layout, "stats": sol.stats}
-    arrays = {"meta": json.dumps(meta), **{k: getattr(sol, k) for k in sol._arrays},
+    arrays = {"meta": json.dumps(meta), **{k: getattr(sol, k) for k in ARRAYS},
               **{f"diag_{k}": a for k, a in sol.diagnostics.items()}}
     np.savez(path, checksum=content_digest(arrays), **arrays)
 
 
-def load(path):
-    """The Solution in a file written by :func:`save` (the ``.npz`` suffix may be omitted, as in
-    save). Anything else (corrupt, truncated, foreign, a newer format, a directory) raises
-    :class:`~conserve.errors.FileError`, and so does a file whose contents no longer match its
-    checksum (edited or damaged after it was written); nothing in the file is executed (no
-    pickles)."""
-    from .solution import Solution
-
+def read(path) -> dict:
+    """The fields of the Solution in a file written by :func:`save` (the ``.npz`` suffix may be
+    omitted, as in save): its :data:`ARRAYS`, ``layout``, ``diagnostics`` and ``stats``, for
+    ``Solution(**fields)`` (:meth:`conserve.Solution.load`). Anything else (corrupt, truncated,
+    foreign, a newer format, a directory) raises :class:`~conserve.errors.FileError`, and so does a
+    file whose contents no longer match its checksum (edited or damaged after it was written);
+    nothing in the file is executed (no pickles)."""
     path = str(path)
     who = "Solution.load"
     _refuse_directory(Path(path), who)
@@ -63,20 +66,23 @@ def load(path):
                             + ": edited or damaged); it was not loaded. Load an unchanged copy, or rerun the "
                             "simulation that wrote it.")
     try:
-        diag = {k[5:]: a for k, a in arrays.items() if k.startswith("diag_")}
+        fields = {k: arrays[k] for k in ARRAYS if k in arrays}
+        fields.setdefault("substeps", np.ones(len(fields["newton_iterations"]), np.int32))
         layout = dict(meta["layout"])
         layout["parts"] = {k: tuple(v) for k, v in layout["parts"].items()}
-        fields = {k: arrays[k] for k in Solution._arrays if k in arrays}
-        fields.setdefault("substeps", np.ones(len(fields["newton_iterations"]), np.int32))
-        solution = Solution(**fields, layout=layout, diagnostics=diag, stats=dict(meta["stats"]))
+        fields.update(layout=layout, diagnostics={k[5:]: a for k, a in arrays.items() if k.startswith("diag_")},
+                      stats=dict(meta["stats"]))
+        missing = [k for k in ARRAYS if k not in fields]
+        if missing:
+            raise KeyError(", ".join(missing))
+        n = len(fields["t"])
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise FileError(f"{who}: {path} is not a complete conserve Solution ({type(err).__name__}: "
                         f"{err}).") from None
-    n = len(solution.t)
-    if any(len(getattr(solution, k)) != n for k in ("q", "v", "s", "p", "theta")) or \
-            any(len(getattr(solution, k)) != n - 1 for k in ("multipliers", "newton_iterations", "work")):
+    if any(len(fields[k]) != n for k in ("q", "v", "s", "p", "theta")) or \
+            any(len(fields[k]) != n - 1 for k in ("multipliers", "newton_iterations", "work")):
         raise FileError(f"{who}: {path} is inconsistent: its arrays do not have {n} nodes and {n - 1} steps.")
-    return solution
+    return fields
 
 
 def _refuse_directory(path: Path, who):

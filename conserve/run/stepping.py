@@ -29,14 +29,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .backends import BACKENDS, Carry, StepBackend
-from .compilation import jit_quick
-from .discrete.newton import Newton
-from .discrete.scheme import StepRecord
-from .errors import ModelError, is_count
-from .model.assembled import Energy, Model, State
-from .model.parameters import bound
-from .model.system import Assembly, as_assembly
+from ..backends import BACKENDS, Carry, StepBackend
+from ..compilation.modes import jit_quick
+from ..discrete.newton import Newton
+from ..discrete.scheme import StepRecord
+from ..errors import ModelError, is_count
+from ..model.assembled import Energy, Model, State
+from ..model.parameters import bound
+from ..model.system import Assembly, as_assembly
 
 __all__ = ["energy", "initial_state", "step", "trajectory"]
 

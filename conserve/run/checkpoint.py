@@ -7,7 +7,7 @@ A checkpoint is a directory:
   and that range; written once, never rewritten, so checkpointing costs the same at any length;
 - ``run.npz``: what the time loop needs to go on — the run id, settings, the step count n, the
   carried state and multipliers at t_n, and the chain of pieces (file, node range, sha256) — and
-  the model's fingerprint (:mod:`conserve.fingerprint`: structure, numbers and the laws' code);
+  the model's fingerprint (:mod:`conserve.run.fingerprint`: structure, numbers and the laws' code);
 - ``lock``: held (``flock``) by the process writing the run; the operating system releases it
   when that process ends, however it ends.
 
@@ -31,10 +31,14 @@ import os
 import uuid
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .errors import FileError, ModelError
-from .files import json_record, load_npz
+from ..backends import Carry, StepBackend
+from ..errors import FileError, ModelError
+from ..model.assembled import State
+from ..results.files import json_record, load_npz
 from .fingerprint import fingerprint
 
 try:  # POSIX advisory locks; elsewhere a directory is not protected against a second writer
@@ -147,8 +151,8 @@ def write(ckpt, n, carry, piece):
 def read(path, system, trust_laws=False):
     """(assembly, settings, n, carry, pieces, ckpt) of the checkpoint directory ``path``, each
     piece verified (see the module docstring); the directory is locked for the caller."""
-    from .model.assembled import State
-    from .model.system import as_assembly
+    from ..model.assembled import State
+    from ..model.system import as_assembly
 
     path = Path(path)
     who = "resume"
@@ -230,3 +234,27 @@ def _verified_pieces(path, meta):
     if expected != meta["n"] + 1:
         raise ModelError(f"resume: the pieces of {path} end at node {expected - 1}, the run at step {meta['n']}.")
     return pieces
+
+
+def carry_arrays(carry: Carry):
+    """The carry as plain arrays for a checkpoint (the multipliers under "lam", the leaves of the
+    Newton memory under "memory0", "memory1", …, those of the trend under "trend0", …)."""
+    extra = {f"{name}{i}": np.asarray(a) for name in ("memory", "trend")
+             for i, a in enumerate(jax.tree.leaves(getattr(carry, name)))}
+    return {**{k: np.asarray(a) for k, a in carry.state._asdict().items()}, "lam": np.asarray(carry.multipliers),
+            **extra}
+
+
+def restored_carry(backend: StepBackend, assembly, stored) -> Carry:
+    """The carry of a checkpoint: state and multipliers, and the Newton memory and the trend in
+    the structure the backend's init gives (as init makes them if the checkpoint holds none)."""
+    state = State(*(jnp.asarray(stored[k]) for k in State._fields))
+    template = backend.init(assembly.model, state)
+
+    def restored(name):
+        leaves, treedef = jax.tree.flatten(getattr(template, name))
+        if all(f"{name}{i}" in stored for i in range(len(leaves))):
+            leaves = [jnp.asarray(stored[f"{name}{i}"], a.dtype) for i, a in enumerate(leaves)]
+        return jax.tree.unflatten(treedef, leaves)
+
+    return Carry(state, jnp.asarray(stored["lam"]), restored("memory"), restored("trend"))

@@ -15,19 +15,18 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from ..backends.base import map_steps
+from ..compilation.modes import jit_quick
+from ..kinematics.rotations import angular_velocity, rotation_to_quaternion
+from ..model.assembled import Energy, Model, State
+from ..model.parameters import bound
 from . import export
-from .backends.base import map_steps
-from .compilation import jit_quick
-from .kinematics.rotations import rotation_to_quaternion
-from .kinematics.rotations import angular_velocity
-from .model.assembled import Energy, Model, State
-from .model.parameters import bound
 from .sensors import Frames, JointView, PointHistory, joint_view, point_history, unwrapped
 
 
 def node_diagnostics(model: Model, state: State, t=0.0):
     """Energies (J), linear momentum (kg m/s), angular momentum about the origin (kg m²/s), the
-    size of the terms of both (:meth:`Model.momentum_scales`) and the max-norm residual of *all*
+    size of the terms of both (``Model.momentum_scales``) and the max-norm residual of *all*
     constraint rows (dropped redundant ones included) at one node at time t (s; prescribed motions
     read it; user laws that read :class:`~conserve.model.parameters.Parameter` s see the model's
     values)."""
@@ -53,7 +52,7 @@ def nodes_diagnostics(model: Model, nodes: State, t):
 #: blocks of one of a few lengths (the shortest that holds them all, else the longest), by XLA
 #: code. Runs compiled "unoptimized" (short ones) take short blocks of unoptimized code, whose
 #: compilation is cheapest and which pad a run's first node and a short run little; runs compiled
-#: for speed take a chunk's worth (:data:`conserve.simulate.CHUNK`) of quick code (pinned, AMD EPYC,
+#: for speed take a chunk's worth (:data:`conserve.run.chunks.CHUNK`) of quick code (pinned, AMD EPYC,
 #: µs per node 128 unoptimized → 1024 quick: heavy top 1.44 → 0.21, P5 crane 3.85 → 0.60, so the
 #: heavy top's run of Δt = 2e-3 costs 2 µs per step less; compilation 0.16 → 0.25 s and 0.41 →
 #: 0.53 s, once per model structure), and their first node and short runs a block of 16 (pinned,
@@ -67,7 +66,7 @@ def diagnostics(model: Model, nodes: State, t, mode="unoptimized") -> dict:
     (k,) in s), as numpy arrays with leading axis k: evaluated after the time loop, vectorised over
     the nodes in blocks (one compilation per model structure), so the compiled step does not carry
     them. ``mode``: the code generation of the run that made the nodes ("unoptimized", "quick" or
-    "optimized"; :data:`DIAGNOSTIC_BLOCKS`)."""
+    "optimized"; ``DIAGNOSTIC_BLOCKS``)."""
     blocks, fn = DIAGNOSTIC_BLOCKS["unoptimized" if mode == "unoptimized" else "fast"]
     t = np.asarray(t, np.float64)
     block = next((b for b in blocks if b >= len(t)), blocks[-1])
@@ -92,7 +91,7 @@ class PartView:
     position : (N+1, 3) centre of mass in m;  velocity : (N+1, 3) in m/s
     rotation : (N+1, 3, 3) R = [d1 d2 d3];  quaternion : (N+1, 4) (w, x, y, z), sign continuous
     angular_velocity : (N+1, 3) inertial, rad/s;  angular_velocity_body : (N+1, 3) = Rᵀ ω
-    point(X) : a body point's position, velocity and acceleration (:mod:`conserve.sensors`)
+    point(X) : a body point's position, velocity and acceleration (:mod:`conserve.results.sensors`)
     euler(sequence, degrees) : Euler angles (N+1, 3)
     """
 
@@ -210,13 +209,10 @@ class Solution:
     stats: dict = field(default_factory=dict)
     #: the Assembly that made this Solution (in memory only; not saved), for :attr:`symmetries`
     assembly: object = field(default=None, repr=False, compare=False)
-    #: of an adaptive run (:mod:`conserve.adaptive`): (k, 3) time t (s), size h (s) and error estimate
+    #: of an adaptive run (:mod:`conserve.run.adaptive`): (k, 3) time t (s), size h (s) and error estimate
     #: (weighted RMS, > 1; inf for a failed Newton solve) of each rejected attempt; None otherwise
     #: (in memory only; not saved: ``stats["rejected_steps"]`` counts them)
     rejected_attempts: np.ndarray = field(default=None, repr=False, compare=False)
-
-    _arrays = ("t", "q", "v", "s", "p", "theta", "multipliers", "newton_iterations", "work", "dissipation",
-               "substeps")
 
     def __len__(self):
         return self.t.shape[0]
@@ -354,7 +350,7 @@ class Solution:
     def joint(self, name) -> JointView:
         """Sensors of the joint ``name`` at every node: angle and slide with their rates (for the
         joint kinds that have them, springs or not), the relative rotation, angular velocity,
-        position and velocity of b in a's axes, and ``reaction(frame)`` (:mod:`conserve.sensors`)."""
+        position and velocity of b in a's axes, and ``reaction(frame)`` (:mod:`conserve.results.sensors`)."""
         joints = self.layout.get("joints")
         if joints is None:
             raise KeyError("this Solution was saved without joint records (an older file): rerun it for joint sensors.")
@@ -408,7 +404,7 @@ class Solution:
         and L·e (:mod:`conserve.model.symmetry`); computed once from the model that made this
         Solution and kept in ``layout`` (saved with it). None for a file saved without them."""
         if "symmetries" not in self.layout and self.assembly is not None:
-            from .model.symmetry import conserved_directions
+            from ..model.symmetry import conserved_directions
 
             state = self.assembly.initial_state
             self.layout["symmetries"] = conserved_directions(self.assembly.model, state.q, state.theta)
@@ -428,7 +424,7 @@ class Solution:
         scale_E = self.energy_scale
         dt = np.diff(self.t) if len(self) > 1 else np.full(1, np.nan)
         size = f"{dt[0]:.3g} s" if np.ptp(dt) <= 1e-9 * np.max(np.abs(self.t)) else f"{dt.min():.3g} … {dt.max():.3g} s"
-        if "accepted_steps" in s:  # adaptive (conserve.adaptive): steps of 2 per accepted attempt, nodes kept
+        if "accepted_steps" in s:  # adaptive (conserve.run.adaptive): steps of 2 per accepted attempt, nodes kept
             size = (f"{np.min(dt):.3g} … {np.max(dt):.3g} s" if s["steps"] == len(self) - 1 else
                     f"h, {len(self) - 1} intervals kept") + (
                 f" (adaptive, rtol {s['rtol']:.0e}, atol {s['atol']:.0e}: {s['accepted_steps']} attempts accepted, "
@@ -437,7 +433,7 @@ class Solution:
         lines = [
             f"{s.get('steps', len(self) - 1)} steps of {size} to t = {self.t[-1]:.6g} s "
             f"(backend {s.get('backend', '?')}, {self.layout['degrees_of_freedom']} degrees of freedom)",
-            f"  energy              max |E - E0| = "
+            "  energy              max |E - E0| = "
             + _relative(np.max(np.abs(E - E[0])), scale_E, "J",
                         f"its scale {scale_E:.3g} J (the largest kinetic or |potential| energy reached)")
             + ("; balance E - E0 - (W - D) = "
@@ -467,9 +463,9 @@ class Solution:
             f"= {1e6 * s.get('time_per_step', float('nan')):.1f} µs/step"]
         return "\n".join(lines)
 
-    # --- export (:mod:`conserve.export`) ------------------------------------------------
+    # --- export (:mod:`conserve.results.export`) ------------------------------------------------
     def save(self, path):
-        """Write all arrays and metadata to an .npz file (:func:`conserve.export.save`), with the
+        """Write all arrays and metadata to an .npz file (:func:`conserve.results.export.save`), with the
         model's :attr:`symmetries` (found now if not yet, while the model is at hand), so that the
         loaded file's :meth:`summary` reports the conserved momenta as this one does."""
         _ = self.symmetries
@@ -477,26 +473,26 @@ class Solution:
 
     @classmethod
     def load(cls, path) -> Solution:
-        """Read a file written by :meth:`save` (:func:`conserve.export.load`); anything else raises
+        """Read a file written by :meth:`save` (:func:`conserve.results.export.read`); anything else raises
         :class:`~conserve.errors.FileError`, and nothing in the file is executed."""
-        return export.load(path)
+        return cls(**export.read(path))
 
     def to_xarray(self):
         """The Solution as an ``xarray.Dataset`` with named dimensions and units
-        (:func:`conserve.export.to_xarray`)."""
+        (:func:`conserve.results.export.to_xarray`)."""
         return export.to_xarray(self)
 
     def to_netcdf(self, path):
-        """Write :meth:`to_xarray` to a netCDF file (:func:`conserve.export.to_netcdf`)."""
+        """Write :meth:`to_xarray` to a netCDF file (:func:`conserve.results.export.to_netcdf`)."""
         export.to_netcdf(self, path)
 
     def to_csv(self, path):
-        """Time series of energies, momenta, positions and quaternions (:func:`conserve.export.to_csv`)."""
+        """Time series of energies, momenta, positions and quaternions (:func:`conserve.results.export.to_csv`)."""
         export.to_csv(self, path)
 
     def animate(self, path, **options):
         """Write a 3-D animation (.gif, or .mp4 with ffmpeg): body frames, joints, ropes, rotors
-        with spin markers, trails. Options of :func:`conserve.animation.animate`."""
+        with spin markers, trails. Options of :func:`conserve.results.animation.animate`."""
         from .animation import animate
 
         return animate(self, path, **options)

@@ -12,7 +12,7 @@ import zipfile
 
 import numpy as np
 
-from .errors import FileError
+from ..errors import FileError
 
 
 def load_npz(file, who):

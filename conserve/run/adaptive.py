@@ -38,7 +38,7 @@ Adaptivity pays where the step a tolerance needs varies along the run: one perio
 eccentric orbit (e = 0.9, :class:`conserve.problems.KeplerOrbit`) to a position error of 1e-4 takes
 ~1600 adaptive steps against ~14 000 fixed ones (``tests/test_adaptive.py``,
 ``benchmarks/work_precision.py``). The time loop is a ``lax.scan`` over attempts in compiled chunks
-(fixed steps: a ``lax.while_loop`` that stops at the run's end, :mod:`conserve.simulate`), with one
+(fixed steps: a ``lax.while_loop`` that stops at the run's end, :mod:`conserve.run.simulate`), with one
 copy of the backend's step scanned over an attempt's solves.
 """
 
@@ -53,13 +53,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .backends import Carry, StepBackend
-from .discrete.newton import run_if
-from .errors import ConvergenceError, ModelError
+from ..backends import Carry, StepBackend
+from ..compilation.modes import compiler_options
+from ..compilation.timing import run_times
+from ..discrete.newton import run_if
+from ..errors import ConvergenceError, ModelError
+from ..model.assembled import State
+from ..model.parameters import bound
+from ..results.solution import diagnostics
+from .chunks import kernel_code
 from .failures import keep_partial, non_finite_laws_after
-from .model.assembled import State
-from .model.parameters import bound
-from .solution import diagnostics
+from .pieces import NODE_FIELDS, assemble_solution
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class Adaptive:
         every attempt (the history estimate starts by step doubling), so a dt0 too large only costs
         rejected attempts
     dt_min : the smallest step in s before the run fails (default, and at least: the times'
-        round-off, :func:`~conserve.adaptive.time_tolerance` — 1e-9 of the span —, below which a step would be
+        round-off, :func:`~conserve.run.adaptive.time_tolerance` — 1e-9 of the span —, below which a step would be
         round-off)
     dt_max : the largest step in s (default: the span)
     """
@@ -307,9 +311,6 @@ def simulate_adaptive(assembly, settings, backend: StepBackend, carry: Carry, co
     """The adaptive run of :func:`conserve.simulate` (its checked arguments; ``saves`` the times it
     lands on, :func:`save_times`, of which it keeps only those when ``settings["saveat"]``, else
     every node; ``first`` the node at t0 as a piece): (Solution, ConvergenceError or None)."""
-    from .compilation import compiler_options, run_times
-    from .simulate import NODE_FIELDS, assemble_solution, kernel_code
-
     model = assembly.model
     t0, t_end, chunk = settings["t0"], settings["t_end"], settings["chunk"]
     dt0, dt_min, dt_max = controller.sizes(t_end - t0, time_tolerance(t0, t_end))

@@ -20,7 +20,7 @@ and the node coordinates q and velocities v = q̇:
   work τ Δs. Like the multipliers it alternates about the continuous load from step to step by
   O(Δt); the mean of two consecutive steps is the load at the node between them to O(Δt²).
 
-Body points (:meth:`conserve.solution.PartView.point`): x = φ + X_i d_i, ẋ = φ̇ + X_i ḋ_i and the
+Body points (:meth:`conserve.results.solution.PartView.point`): x = φ + X_i d_i, ẋ = φ̇ + X_i ḋ_i and the
 acceleration by central differences of the node velocities (second order: the index-3 midpoint
 velocities carry a component normal to the constraints that alternates in sign from node to
 node, O(Δt²), which a difference over two steps cancels and a one-sided one turns into an O(Δt)
@@ -33,8 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .kinematics.frames import GROUND_BLOCKS
-from .kinematics.rotations import angular_velocity
+from ..kinematics.frames import GROUND_BLOCKS
+from ..kinematics.rotations import angular_velocity
 
 
 class DriveLoad(NamedTuple):

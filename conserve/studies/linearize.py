@@ -33,11 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-from .compilation import jit_quick
-from .errors import ModelError
-from .backends import loops
-from .model.system import as_assembly, initial_gaps
-from .backends.null_space import configure
+from ..backends import loops
+from ..backends.null_space import configure
+from ..compilation.modes import jit_quick
+from ..errors import ModelError
+from ..model.system import as_assembly, initial_gaps
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ layout (``layout["sketch"]``, see :class:`conserve.model.system.Layout`), so a l
 be animated too.
 
     sol.animate("run.gif")                         # or .mp4 where ffmpeg is installed
-    import conserve.animation                      # (not imported by ``import conserve``: matplotlib)
-    conserve.animation.save_frame(sol, "run.png", time=1.0)
+    import conserve.results.animation                      # (not imported by ``import conserve``: matplotlib)
+    conserve.results.animation.save_frame(sol, "run.png", time=1.0)
 """
 
 from __future__ import annotations

@@ -38,14 +38,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .backends import null_space
-from .compilation import jit_quick
-from .discrete.forces import coordinate_increments
-from .errors import InconsistentInitialState, ModelError
-from .model.assembled import Model, State
-from .model.parameters import bound
-from .model.system import Assembly, System, as_assembly, initial_gaps, refuse_gaps
-from .sensors import joint_view
+from ..backends import null_space
+from ..compilation.modes import jit_quick
+from ..discrete.forces import coordinate_increments
+from ..errors import InconsistentInitialState, ModelError
+from ..model.assembled import Model, State
+from ..model.parameters import bound
+from ..model.system import Assembly, System, as_assembly, initial_gaps, refuse_gaps
+from ..results.sensors import joint_view
 
 #: joint coordinate -> its group of slots in the tree's link (rot_a, rot_b, slide)
 _SLOTS = {"angle": 0, "slide": 2}
@@ -106,7 +106,7 @@ def pose(assembly, coordinates=None, rates=None, *, t0=0.0, pieces=None) -> Stat
         or traced)
     t0 : s (may be traced): driven joints are posed at law(t0), law'(t0)
     pieces : the number of equal pieces the joints are turned in (static); default: enough for
-        pieces below a right angle when the values are numbers, ``conserve.posing.TRACED_PIECES`` when they
+        pieces below a right angle when the values are numbers, ``conserve.run.posing.TRACED_PIECES`` when they
         are traced (``TRACED_PIECES``: angles up to ≈ 1.96 turns from the build configuration;
         beyond ≈ 3.6 turns the state is NaN)
 
@@ -315,7 +315,7 @@ def _scalar(x, what, unit, who):
 
 
 class _Node:
-    """One state as the single node of what a joint's sensor reads (:func:`conserve.sensors.joint_view`)."""
+    """One state as the single node of what a joint's sensor reads (:func:`conserve.results.sensors.joint_view`)."""
 
     def __init__(self, state):
         self.q, self.v = np.asarray(state.q)[None], np.asarray(state.v)[None]

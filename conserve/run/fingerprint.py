@@ -16,12 +16,12 @@ import json
 import jax
 import numpy as np
 
-from .model.identity import LAW_FIELDS, LawHasher
+from ..model.identity import LAW_FIELDS, LawHasher
 
 
 def fingerprint(assembly) -> dict:
     """{"structure", "parameters", "initial_state", "laws": hex digests; "opaque": [what]}."""
-    from .solution import layout_record
+    from ..results.solution import layout_record
 
     model = assembly.model
     leaves, treedef = jax.tree.flatten(model)

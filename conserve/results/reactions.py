@@ -12,7 +12,7 @@ node between them.
 
 A prescribed motion (:class:`conserve.JointDrive`) is an element of its own: its torque about
 the joint axis (or force along it) is not part of the joint's reaction unless asked for
-(``drives=True``); alone it is the joint sensor's ``drive`` (:class:`conserve.sensors.DriveLoad`).
+(``drives=True``); alone it is the joint sensor's ``drive`` (:class:`conserve.results.sensors.DriveLoad`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from .compilation import jit_quick
-from .backends.base import map_steps
-from .discrete.forces import constraint_force, increment_groups
-from .errors import ModelError
-from .model.bodies import Ground, RigidBody, ground
-from .model.joints import Joint
-from .model.system import as_assembly
+from ..backends.base import map_steps
+from ..compilation.modes import jit_quick
+from ..discrete.forces import constraint_force, increment_groups
+from ..errors import ModelError
+from ..model.bodies import Ground, RigidBody, ground
+from ..model.joints import Joint
+from ..model.system import as_assembly
 
 
 class Reaction(NamedTuple):
@@ -80,7 +80,7 @@ def joint_reactions(system, solution, joint, frame="world", *, drives=False) -> 
     frame : "world", "a" or "b" (the axes of that part at the step midpoint), or a part's name
     drives : False (default): the joint's constraint reaction only — a driven Revolute's torque
         about its axis is then 0, the drive's torque being the sensor ``sol.joint(name).drive``
-        (:class:`conserve.sensors.DriveLoad`); True: with the load of the JointDrives on this joint
+        (:class:`conserve.results.sensors.DriveLoad`); True: with the load of the JointDrives on this joint
         included (the drive's torque about the axis or force along it, on b, and its reaction on
         a): everything the joint and its servo transmit, e.g. the torque a gimbal's bearing and
         motor put on a spacecraft's base.

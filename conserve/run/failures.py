@@ -9,10 +9,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from .compilation import jit_quick
-from .errors import ConvergenceError, ModelError
-from .model.assembled import Model, State
-from .model.parameters import bound
+from ..compilation.modes import jit_quick
+from ..errors import ConvergenceError, ModelError
+from ..model.assembled import Model, State
+from ..model.parameters import bound
 
 
 def keep_partial(err: BaseException, solution_so_far, n, t):
@@ -98,7 +98,7 @@ COARSE_TURN = 1.0
 
 
 def part_spin_rates(layout, q, v):
-    """{part name: |ω| in rad/s} of the full-body parts (four blocks) at coordinates q and
+    """{part name: ``|ω|`` in rad/s} of the full-body parts (four blocks) at coordinates q and
     velocities v (…, n_q), ω = ½ Σ d_i × ḋ_i (arrays of the leading shape: all members at once)."""
     Q, V = (np.asarray(x).reshape(*np.shape(x)[:-1], -1, 3) for x in (q, v))
     rates = {}

@@ -8,7 +8,7 @@ the chunk of :func:`conserve.simulate` runs for all of them at once, its step un
 ``jax.vmap``: one compilation, one call per chunk, and the small arrays of a small model become
 wide ones, which is where a CPU spends its time efficiently. Many members are stepped in groups
 whose Newton matrices stay in the core's caches, one group after another in the same program
-(``conserve.simulate.members_per_group``). A run shorter than a chunk gets a
+(``conserve.run.chunks.members_per_group``). A run shorter than a chunk gets a
 chunk fitted to it (``fitted_chunk``: no outputs of a whole chunk per member to fill and
 diagnose). Every member is the same discrete step as alone (energy, momentum, constraints exact
 per member); its Newton iteration runs until *every* member has converged, each member stopping
@@ -19,7 +19,7 @@ it is formed for all of them anyway, and taken together their Jacobians are as r
 run's.
 
 A member whose step fails keeps its steps up to the failure, which is recorded (not raised);
-the others run on. Laws are compared by what they compute (:mod:`conserve.fingerprint`:
+the others run on. Laws are compared by what they compute (:mod:`conserve.run.fingerprint`:
 their code and the constants they close over), so two members built by the same function
 share them, while members whose motor laws use different gains in a closure are refused (their
 structure differs: make the gain a number the model holds, e.g. a joint spring, or run them
@@ -37,18 +37,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .backends import ReferenceBackend
-from .compilation import jit_quick, resolved_mode, run_times
-from .errors import CoarseStepWarning, ConstraintWarning, ConvergenceError, InconsistentInitialState, ModelError
-from .failures import keep_partial
+from ..backends import ReferenceBackend
+from ..compilation.modes import jit_quick, resolved_mode
+from ..compilation.timing import run_times
+from ..errors import CoarseStepWarning, ConstraintWarning, ConvergenceError, InconsistentInitialState, ModelError
+from ..model.assembled import State
+from ..model.parameters import bound
+from ..model.system import as_assembly, initial_gaps
+from ..results.solution import Solution, nodes_diagnostics
+from .chunks import CHUNK, compile_chunks, model_axes
+from .failures import COARSE_TURN, keep_partial, part_spin_rates
 from .fingerprint import fingerprint
-from .model.assembled import State
-from .model.parameters import bound
-from .model.system import as_assembly, initial_gaps
-from .simulate import (CHUNK, COARSE_TURN, NODE_FIELDS, assemble_solution, backend_settings, check_mode, check_progress,
-                       coarse_step_message, compile_chunks, left_redundant_rows, model_axes, part_spin_rates, piece,
-                       resolve_backend, run_work, time_grid)
-from .solution import Solution, nodes_diagnostics
+from .grid import time_grid
+from .options import backend_settings, check_mode, check_progress, coarse_step_message, resolve_backend, run_work
+from .pieces import NODE_FIELDS, assemble_solution, left_redundant_rows, piece
 
 
 @dataclass
@@ -100,10 +102,10 @@ class Ensemble:
 
     def to_xarray(self):
         """The members' :meth:`conserve.Solution.to_xarray` datasets along a new dimension
-        ``member`` (:func:`conserve.export.members_to_xarray`: a failed member's missing times are
+        ``member`` (:func:`conserve.results.export.members_to_xarray`: a failed member's missing times are
         NaN, ``stats`` (member,) each member's stats as JSON), with ``failure`` (member,): why the
         member's step failed, "" for a member that ran to the end."""
-        from .export import members_to_xarray
+        from ..results.export import members_to_xarray
 
         ds = members_to_xarray(self.members)
         reasons = [str(self.failures[i]) if i in self.failures else "" for i in range(len(self))]
@@ -349,7 +351,7 @@ def _widest(model, batch, first):
 def fitted_chunk(n_steps):
     """The chunk length of a run of ``n_steps``: the power of two ≥ n_steps (at least 16), so that
     a short ensemble run does not allocate, fill and diagnose every member's outputs of a whole
-    :data:`~conserve.simulate.CHUNK` (10 steps of 1,000 heavy tops: 0.44 s instead of 1.5 s; a
+    :data:`~conserve.run.chunks.CHUNK` (10 steps of 1,000 heavy tops: 0.44 s instead of 1.5 s; a
     compilation per length, at most seven below it)."""
     return max(16, 1 << (max(int(n_steps), 1) - 1).bit_length())
 
