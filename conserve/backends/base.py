@@ -99,11 +99,9 @@ class StepBackend(ABC):
         solver's diagonal blocks (:class:`~conserve.discrete.linear.BlockTree`), inverted by
         Gauss–Jordan in XLA operations (``kernel=True``) instead of by LAPACK —, so that XLA
         compiles the loop as one kernel (:mod:`conserve.compilation`); the same steps to round-off.
-        Otherwise itself. Pinned, optimized, tree solvers: director 8-link chain 295 → 218 µs per
-        step, 32-link 1199 → 951 (the blocks' factorisation 0.47–0.78 → 0.21–0.35 ms at 32
-        links); reduced, per step within the noise (8 links 282–471 against 312–387 µs, 32 links
-        1219 against 1279), its first call 21–23 → 13–17 s (the one kernel takes "quick"'s XLA
-        options)."""
+        Otherwise itself. With a tree solver the director's steps get faster and the reduced
+        backend's first call compiles faster (the one kernel takes "quick"'s XLA options);
+        measurements: benchmarks/results/defaults.md, section ``KERNEL_SIZE``."""
         linear = getattr(self, "linear", None)
         if isinstance(linear, (Dense, BlockTree)) and not linear.kernel:
             return replace(self, linear=replace(linear, kernel=True))
@@ -112,12 +110,9 @@ class StepBackend(ABC):
     def for_ensembles(self) -> StepBackend:
         """This backend as an ensemble (:func:`conserve.simulate_batch`, vmapped over the axis
         ``conserve.discrete.newton.MEMBERS``) runs it: its Newton iteration (a ``newton``
-        field) forms the members' Jacobians together (``Newton.members``).
-        Measured, 256 heavy tops, 1,000 steps of 1 ms, pinned, µs per member-step: 12.1 without
-        factors carried across steps, 10.4 carried, 8.2 carried and formed together; Jacobians per
-        step of a group of 16 tops (200 steps) 1.0 without carried factors, 0.21 formed together,
-        as in a single run, and 0.016 since carried chords are accepted at the round-off floor
-        (:data:`~conserve.discrete.newton.CHORD_ERROR`; a single run 0.015)."""
+        field) forms the members' Jacobians together (``Newton.members``), so that a group carries
+        its factors across steps and forms about as few Jacobians per step as a single run
+        (measurements: benchmarks/results/defaults.md, section ``StepBackend.for_ensembles``)."""
         newton = getattr(self, "newton", None)
         return self if newton is None else replace(self, newton=replace(newton, members=MEMBERS))
 
@@ -182,8 +177,8 @@ def map_steps(fn, *args, block=128):
     """``fn(*args)`` for per-step arrays (pytrees with leading axis N ≥ 1), evaluated in blocks of
     ``block`` steps, the last one padded: a jitted, batched ``fn`` compiles once for any N.
     Returns numpy arrays with leading axis N. (128 rather than 512: a run's first node and a short
-    run pad a quarter as much — a 10-step P5 crane run 10.5 instead of 13.6 ms —, for ~0.4 µs more
-    per step of a long run, 8 calls per 1024 steps instead of 2.)"""
+    run pad a quarter as much, for 8 calls per 1024 steps instead of 2; measurements:
+    benchmarks/results/defaults.md, section ``map_steps``.)"""
     args = jax.tree.map(np.asarray, args)  # (slicing jax arrays here would compile per shape)
     n = len(jax.tree.leaves(args)[0])
     pad = -n % block

@@ -18,9 +18,9 @@ the constraints obeys c_{n+1} = −c_n + O(h²) — a parasitic mode with multip
 expansion in odd powers of h that composition relies on. Composed directly, stage i leaves
 ±γ_i²h² in c and the stages' contributions do not cancel (Suzuki's five leave γ₃²h²), and through
 the curvature of the constraints c feeds the tangential velocities: the configuration still
-converged at order 4, but ω, the velocities and the velocity constraints at the nodes only at
+converges at order 4, but ω, the velocities and the velocity constraints at the nodes only at
 order 2 (torque-free body, J = (1, 2, 3): ω error 7.6e-5 at Δt = 0.05, order 2.00); Kahan–Li's
-coefficients composed directly gave order 4 instead of 6. Two equal half steps undo the sign
+coefficients composed directly give order 4 instead of 6. Two equal half steps undo the sign
 flip to leading order; the doubled step is symmetric and of order 2 and composes like a smooth
 one: every quantity at the nodes — configuration, velocities, ω, rotor and joint rates — has the
 composition's order, and the velocity constraints hold to O(h^p) at the nodes (order 2: O(h²)).

@@ -44,25 +44,18 @@ class Director(StepBackend):
     (:mod:`conserve.discrete.turning`: the factors of the last step's Newton matrix J, made when
     the bodies' directors were D_old, serve as Q J Qᵀ with each body's rotation D_n D_oldᵀ since;
     the step equations are objective, so this misses J only by how the motion changed otherwise):
-    "auto" (default) with the plain dense LU (single bodies) and with the tree solver (trees and
-    chains; until 2026-11-29 only for trees of at most three levels, see the README's
-    "Structured Newton matrices"), True, or False; "auto" only for a model without forces whose
-    derivative changes with the configuration (``conserve.discrete.turning.turns_with_the_bodies``:
-    no potentials but uniform gravity, no applied loads; an eccentric orbit drifted with carried
-    factors, 2.6e-12 in 64,000 steps). "auto" leaves the coloured dense
-    LU (loops, two or three bodies) without: there the
-    bodies turn against each other, a joint's rows can turn with only one of them, and the chords
-    converge slowly, which pays for some models and not for others (pinned, quick code, µs per
-    step fresh → carried, 2026-11-29: double pendulum 68 → 113, slider-crank 131 → 157, 2-link
-    chain 55 → 66, wind turbine 810 → 801; P5 crane 118 → 74, double four-bar 226 → 187, connected
-    joints 82 → 56 — in optimized code the crane 74 → 19: pass ``reuse=True``). Chords with carried factors are accepted
-    below :data:`~conserve.discrete.newton.CHORD_ERROR_CARRIED`: measured over 10⁴ steps of
-    Δt = 1e-3 (relative energy balance error, carried / fresh factors) P8 satellite 1.5e-14 /
-    6.9e-15, rotorcraft 9.0e-15 / 1.2e-14, connected joints 4.1e-14 / 1.2e-14, P5 crane
-    2.2e-15 / 1.7e-15, heavy top 2.3e-14 / 2.1e-14; before the factors were turned (with the
-    bound of this solve's chords) the satellite drifted to 1.2e-10 and reuse was off by default.
-    Pinned, µs per step, fresh → carried (timed in alternation, quick code, AMD EPYC core): P8
-    rotorcraft 386 → 94, satellite 328 → 108, P3a spacecraft 66 → 22, heavy top 20 → 15.
+    True, False, or "auto" (default): carried with the plain dense LU (single bodies) and with the
+    tree solver (trees and chains), for a model without forces whose derivative changes with the
+    configuration (``conserve.discrete.turning.turns_with_the_bodies``: no potentials but uniform
+    gravity, no applied loads; a field's force gradient does not turn with the bodies, and carried
+    chords then drift the energy). Carried factors pay on single bodies and trees; "auto" leaves
+    the coloured dense LU (loops, two or three bodies) without: there the bodies turn against each
+    other, a joint's rows can turn with only one of them, and the chords converge slowly, which
+    pays for some models and not for others — pass ``reuse=True`` for those (the P5 crane).
+    Chords with carried factors are accepted only below
+    :data:`~conserve.discrete.newton.CHORD_ERROR_CARRIED`, so the energy balance holds to
+    round-off as with fresh factors (measurements: benchmarks/results/defaults.md, sections
+    ``Director.reuse`` and ``CHORD_ERROR_CARRIED``).
 
     Newton starts each step from a guess extrapolated from the last two steps
     (:func:`~conserve.backends.director.initial_guess`, carried as a
@@ -128,14 +121,12 @@ def unknowns(model: Model) -> int:
 
 
 #: "auto" looks for the Newton matrix's structure from this many nodes (bodies, point masses) on;
-#: a single body gains too little to be worth finding it (a compilation of ~0.3–0.5 s; the heavy
-#: top's step 22.8 → 22.2 µs)
+#: a single body gains too little to repay finding it, a compilation (measurements:
+#: benchmarks/results/defaults.md, section ``STRUCTURE_MIN_NODES``)
 STRUCTURE_MIN_NODES = 2
 
 #: "auto" eliminates along the tree from this many nodes on; below, one dense LU of the coloured
-#: Jacobian is cheaper (pinned, µs per step tree / coloured: P5 crane, 3 nodes, 125 / 92;
-#: connected joints, 3, 92 / 81; P3a with full-body wheels, 4, 172 / 185; 4-link chain 91 / 109;
-#: P8 satellite, 4, 111 / 117; rotorcraft, 6, 233 / 288; 8-link chain 160 / 270)
+#: Jacobian is cheaper (measurements: benchmarks/results/defaults.md, section ``TREE_MIN_NODES``)
 TREE_MIN_NODES = 4
 
 
@@ -144,8 +135,9 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True):
     the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one
     (and, for "auto", at least ``TREE_MIN_NODES`` nodes); else, for "auto", the
     :class:`~conserve.discrete.linear.Coloured` dense solver when colouring saves directional
-    derivatives (a double pendulum's 29 instead of 44: 82 → 61 µs per step; the P5 crane's 32
-    instead of 53), and :class:`~conserve.discrete.linear.Dense` otherwise;
+    derivatives (a double pendulum's 29 instead of 44, the P5 crane's 32 instead of 53;
+    measurements: benchmarks/results/defaults.md, section ``Director.linear``), and
+    :class:`~conserve.discrete.linear.Dense` otherwise;
     "dense" is always :class:`~conserve.discrete.linear.Dense` (``jax.jacfwd``); "tree" without a
     tree (or ``tree_possible`` False) is an error. Found once per model object (``_found``)."""
     n_rigid = model.rigid_frames.shape[0]
@@ -166,9 +158,10 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True):
 
 #: The solvers :func:`linear_solver` found, per model object (its id, and a weak reference that
 #: tells a model from a later one at the same address), at most ``MAX_FOUND``: a model simulated
-#: again (a loop of runs from other initial states, a sweep) is not sampled again (the P5 crane:
-#: 7 ms of a 10-step run's 13 ms). Its initial state then plays no part, as for the members of an
-#: ensemble, which all take the solver found at the first member's.
+#: again (a loop of runs from other initial states, a sweep) is not sampled again (sampling is about
+#: half of a short run's time; measurements: benchmarks/results/defaults.md, section ``MAX_FOUND``).
+#: Its initial state then plays no part, as for the members of an ensemble, which all take the
+#: solver found at the first member's.
 _found: OrderedDict = OrderedDict()
 MAX_FOUND = 32
 
@@ -322,13 +315,14 @@ def initial_guess(model, state, lam, h, trend=None):
     With a trend: the rates linearly extrapolated to this step's midpoint from the last two steps'
     midpoints (:meth:`Trend.extrapolated`), the directors turned by cay(h ω) with ω so
     extrapolated: an error O(h³) (~1e-5 on that top), after which Newton's chords converge with
-    the first Jacobian (the top: 31 → 21 µs per step). A body that turns more than a radian per
-    step (h|ω_n| > 1) keeps cay(h ω_n): its motion is not resolved in time, and a fast
-    tumble's ω changes too much from step to step to extrapolate. The multipliers alternate from
-    step to step (the index-3 midpoint rule's parasitic mode, that of its node velocities) by more
-    than they change over two steps: they are guessed as those of the step before the last (a
-    linear extrapolation of each parity, λ̃_{n−2} + λ̃_{n−1} − λ̃_{n−3}, is closer on smooth runs
-    but made Newton diverge after a few coarse steps).
+    the first Jacobian (measurements: benchmarks/results/defaults.md, section ``initial_guess``).
+    A body that turns more than a radian per step (h|ω_n| > 1) keeps cay(h ω_n): its motion is
+    not resolved in time, and a fast tumble's ω changes too much from step to step to
+    extrapolate. The multipliers alternate from step to step (the index-3 midpoint rule's
+    parasitic mode, that of its node velocities) by more than they change over two steps: they are
+    guessed as those of the step before the last (a linear extrapolation of each parity,
+    λ̃_{n−2} + λ̃_{n−1} − λ̃_{n−3}, is closer on smooth runs but makes Newton diverge after a few
+    coarse steps).
 
     The guess moves only Newton's path: every step is solved to the same tolerance."""
     nq, nc, nr = state.q.shape[0], lam.shape[0], state.p.shape[0]

@@ -85,9 +85,9 @@ def down_the_tree(parent, maps, compose):
     the map of lower ∘ upper, vectorised over links. After round r each link holds the composition
     of its 2^r nearest links; ⌈log₂ depth⌉ rounds of vectorised work (a 64-link chain: 6), one
     compiled round in a ``fori_loop`` over the rounds' parent pointers, so the compiled program
-    grows neither with the number of links nor with the depth (unrolled, the reduced backend's
-    64-link chain compiled in 4.87 s and stepped in 1471 µs; rolled 4.31 s and 1312 µs, pinned,
-    optimized code). Returns the composed maps (L + 1, ...)."""
+    grows neither with the number of links nor with the depth, and compiles and steps faster than
+    the rounds unrolled (measurements: benchmarks/results/defaults.md, section ``down_the_tree``).
+    Returns the composed maps (L + 1, ...)."""
     up = np.asarray(parent)
     ground = len(up) - 1
     rounds = []

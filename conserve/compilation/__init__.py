@@ -18,8 +18,8 @@ raises that size, XLA's option :data:`LOOP_KERNEL_OPTION` (1 kB by default), to
 when jax first computes — so conserve must be imported before anything runs on jax (an
 ``XLA_FLAGS`` that sets the option already is left as it is;
 :func:`~conserve.compilation.modes.loops_as_kernels` tells whether it holds). The measurements
-behind the modes and thresholds are in ``benchmarks/results/compile_times.md`` and
-``benchmarks/README.md``.
+behind the modes and thresholds are in ``benchmarks/results/defaults.md`` (a section per
+threshold), ``benchmarks/results/compile_times.md`` and ``benchmarks/README.md``.
 """
 
 import os

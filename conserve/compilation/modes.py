@@ -13,9 +13,10 @@ step:
 * ``"auto"`` (the default of ``simulate`` and ``simulate_batch``): "unoptimized" for a run of at
   most :data:`AUTO_WORK` unknown-steps (steps × members × composed stages × the director
   backend's unknowns, whichever backend runs), else "quick" (:func:`resolved_mode`); unoptimized
-  code pays while the compilation it saves exceeds its slower steps, measured up to
-  2·10⁵–10⁶ unknown-steps. Adaptive runs, whose length is not known, take "quick"; a convergence
-  study and a sweep resolve it once for all their runs.
+  code pays while the compilation it saves exceeds its slower steps, and the bound stays a factor
+  two below every break-even measured (measurements: benchmarks/results/defaults.md, section
+  ``AUTO_WORK``). Adaptive runs, whose length is not known, take "quick"; a convergence study and
+  a sweep resolve it once for all their runs.
 
 All compile the same program: the steps agree to round-off (their floating-point operations are
 ordered and contracted differently) and conserve alike; a run's code generation is in
@@ -48,10 +49,9 @@ from . import cache  # noqa: F401  (the cache the environment names is on before
 
 #: XLA options of every code generation: small dots are XLA's own loops, not YNNPACK calls (XLA's
 #: CPU default fuses dots with their neighbours into calls of the YNNPACK library, built for large
-#: matrices; a model's are 3 × 3 … 21 × 21 and batched by ensembles). Measured, pinned: an ensemble
-#: of 1,000 heavy tops with the reduced backend 11–13 → 6–7.5 µs per member-step, with the director
-#: 0–16 % faster; a reduced step 5–22 % faster (heavy top, P5 crane; every code generation);
-#: director steps and compilation unchanged within the noise (±8 %).
+#: matrices; a model's are 3 × 3 … 21 × 21 and batched by ensembles: ensembles and the reduced
+#: backend step faster without them, the director alike; measurements:
+#: benchmarks/results/defaults.md, section ``BASE``).
 BASE = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 #: XLA options of quick compilation: the classic elemental IR emitters instead of the MLIR fusion
@@ -60,8 +60,8 @@ QUICK = {**BASE, "xla_cpu_use_fusion_emitters": False, "xla_backend_optimization
 
 #: XLA options of unoptimized code: LLVM without optimisation. Short runs (``compile="auto"``) and
 #: functions run once per model or run (checks, structure detection, diagnostics, post-processing:
-#: their compilation is all they cost; the structure detection of a 8-link chain compiles in 0.23 s
-#: instead of 0.64 s with :data:`QUICK`)
+#: their compilation is all they cost; measurements: benchmarks/results/defaults.md, section
+#: ``UNOPTIMIZED``)
 UNOPTIMIZED = {**QUICK, "xla_backend_optimization_level": 0}
 
 #: XLA options of optimized code: XLA's defaults but for :data:`BASE`
@@ -76,17 +76,16 @@ AUTO_WORK = 100_000
 
 
 #: runs whose dense Newton matrix has at most this many unknowns may solve by Gauss–Jordan in XLA
-#: operations, their loops one kernel (O(n³) masked updates; LAPACK's blocked LU wins beyond).
-#: Pinned, "optimized", µs per step LAPACK → Gauss–Jordan kernel (compilation in s), AMD EPYC
-#: 2026-11-28: double pendulum, 44 unknowns, 99–108 → 74–76 (6.7–8.2 → 6.4–8.5); P5 crane, 53,
-#: 188–198 → 142–145 (15.5 → 19.1); connected joints, 62, 163 → 189 (so 56, not 64; it was 32
-#: with the LU in XLA operations before, which lost at 62 unknowns, 103 → 160)
+#: operations, their loops one kernel (O(n³) masked updates; LAPACK's blocked LU wins beyond: the
+#: kernel's steps are faster at 44 and 53 unknowns and slower at 62; measurements:
+#: benchmarks/results/defaults.md, section ``KERNEL_SIZE``)
 KERNEL_SIZE = 56
 
 #: ... and, compiled "quick", run the director backend on at most this many unknowns (the heavy
 #: top 21, the P3a and P4 spacecraft with hybrid wheels 24): larger models' and the reduced step's
 #: one-kernel loops take LLVM up to twice as long to compile, which "optimized" runs accept (see
-#: "Loops as kernels" above)
+#: "Loops as kernels" above; measurements: benchmarks/results/defaults.md, section
+#: ``KERNEL_UNKNOWNS``)
 KERNEL_UNKNOWNS = 24
 
 

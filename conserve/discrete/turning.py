@@ -69,11 +69,9 @@ def turns_with_the_bodies(model) -> bool:
     potential but ``uniform`` ones (uniform gravity: no force gradient) and no applied loads.
     A field's force gradient changes with where a body is, not with how it turns, which turning
     the factors does not follow, and the chords with carried factors then leave errors of one
-    sign: an eccentric orbit (e = 0.9, ``conserve.problems.KeplerOrbit``) with carried factors
-    drifted in energy by −2.6e-12 over 4 periods of 16,000 steps (3.2e-12 over one of 32,000),
-    ±1e-13 without. Joint springs, dampers and motors act on the joints' relative coordinates and
-    keep it: the P8 rotorcraft with a spring of 2e4 N m/rad on every flap hinge, 2·10⁴ steps of
-    Δt = 1e-3 with carried factors, 3.3e-15 relative, no trend (93 µs per step, 497 without)."""
+    sign, which drift the energy (an eccentric orbit, ``conserve.problems.KeplerOrbit``). Joint
+    springs, dampers and motors act on the joints' relative coordinates and keep it
+    (measurements: benchmarks/results/defaults.md, section ``turns_with_the_bodies``)."""
     return all(kind.uniform for kind in model.potential_kinds) and not model.load_kinds
 
 

@@ -4,16 +4,12 @@ and sums.
 
 XLA's CPU compiler makes every ``dot_general`` a kernel of its own, fed by its own gathers, while
 products and sums fuse with the gathers and arithmetic around them into few kernels. For
-element-sized operands that is faster to run and to compile (pinned, quick code, best of three
-processes, with :func:`contract` against ``jnp.einsum``): heavy top 33.6 → 29.6 µs per step,
-P3a spacecraft 36.3 → 32.5, slider-crank 177 → 169, reduced double pendulum 56 → 48, compilation
-up to 12 % shorter; the 32-link chain unchanged. Contractions with more than :data:`LIMIT` product
-terms stay ``jnp.einsum``: vmapped over the probes of a Newton matrix, a batched matrix product then
-pays off (with 4096 the 32-link chain's step took 480 instead of 390 µs). The same holds for
-``@`` on a link's or an element's 3 × 3 blocks inside a ``vmap`` (each a batched ``dot_general``):
-the reduced backend's link maps (:mod:`conserve.backends.null_space`) by :func:`contract` instead,
-pinned, quick, per step: heavy top 33.8 → 28.1 µs, P5 crane 179 → 151, P8 rotorcraft 101 → 90,
-double pendulum 59 → 49, an ensemble of 1,000 reduced heavy tops 6.0 → 5.5 µs per member-step.
+element-sized operands that is faster to run and to compile. Contractions with more than
+:data:`LIMIT` product terms stay ``jnp.einsum``: vmapped over the probes of a Newton matrix, a
+batched matrix product then pays off. The same holds for ``@`` on a link's or an element's 3 × 3
+blocks inside a ``vmap`` (each a batched ``dot_general``): the reduced backend's link maps
+(:mod:`conserve.backends.null_space`) use :func:`contract` instead. (Measurements:
+benchmarks/results/defaults.md, sections ``contract`` and ``LIMIT``.)
 """
 
 from __future__ import annotations

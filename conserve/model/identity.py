@@ -49,9 +49,9 @@ def shared_laws(model):
     laws compute the same (see the module docstring), so that the code compiled for the first
     serves: a system built anew by the same function — its laws new function objects, which
     compiled code tells apart by identity — traces and compiles nothing again, neither its
-    assembly's checks nor its runs (the P5 crane: a second ``simulate`` of
-    ``RotaryCrane().system()`` compiled its chunk again, 6.4 s director, 12.7 s reduced, and its
-    assembly's checks, 0.4 s). Laws that cannot be compared (opaque) are kept, as is a model seen
+    assembly's checks nor its runs (without it, a second ``simulate`` of ``RotaryCrane().system()``
+    compiles both again, seconds; measurements: benchmarks/results/defaults.md, section
+    ``shared_laws``). Laws that cannot be compared (opaque) are kept, as is a model seen
     first. Called by :meth:`conserve.System.assemble`."""
     laws = tuple(getattr(model, f) for f in LAW_FIELDS)
     lawless = jax.tree.structure(dataclasses.replace(model, **dict.fromkeys(LAW_FIELDS, ())))

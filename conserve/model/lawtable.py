@@ -2,15 +2,15 @@
 own elements, so that elements that differ only in their laws share one kind.
 
 A kind is vectorised code over its elements (:mod:`.elements`), and a kind holding a user law
-(a joint motor's, an applied load's) is static: before law tables, every element with a law of
-its own — even one wrapping the same function — was a kind of its own, with its own copy of
-the kind's code in the compiled step (a 6-axis arm with a PD motor on every joint: 6 copies of
-the joint-coordinate machinery, 6.2 instead of 3.5 s of compilation and 403 instead of 227 µs
-per step, pinned, quick). Now assembly (``conserve.model.terms.stack_terms``) groups the
-elements by their kind *without* its laws and gives the group a :class:`LawTable` per law field
-(``law_fields`` of the kind's class): the distinct laws — equal when they compute the same,
-:class:`~conserve.model.identity.LawHasher` (the same function, or the same code with the same
-constants, as a factory makes them) — and which elements use each. The kind's code runs once
+(a joint motor's, an applied load's) is static: without law tables every element with a law of
+its own — even one wrapping the same function — would be a kind of its own, with its own copy of
+the kind's code in the compiled step, each copy adding compilation and time per step
+(measurements: benchmarks/results/defaults.md, section ``LawTable``). So assembly
+(``conserve.model.terms.stack_terms``) groups the elements by their kind *without* its laws and
+gives the group a :class:`LawTable` per law field (``law_fields`` of the kind's class): the
+distinct laws — equal when they compute the same, :class:`~conserve.model.identity.LawHasher`
+(the same function, or the same code with the same constants, as a factory makes them) — and
+which elements use each. The kind's code runs once
 for all its elements; each distinct law runs on its own elements only (their slice or a gather,
 the law under ``jax.vmap``, the results put in element order), so a law costs in proportion to
 the elements that use it. The hybrid rotors' motor laws are evaluated by a law table too

@@ -52,11 +52,10 @@ def nodes_diagnostics(model: Model, nodes: State, t):
 #: blocks of one of a few lengths (the shortest that holds them all, else the longest), by XLA
 #: code. Runs compiled "unoptimized" (short ones) take short blocks of unoptimized code, whose
 #: compilation is cheapest and which pad a run's first node and a short run little; runs compiled
-#: for speed take a chunk's worth (:data:`conserve.run.chunks.CHUNK`) of quick code (pinned, AMD EPYC,
-#: µs per node 128 unoptimized → 1024 quick: heavy top 1.44 → 0.21, P5 crane 3.85 → 0.60, so the
-#: heavy top's run of Δt = 2e-3 costs 2 µs per step less; compilation 0.16 → 0.25 s and 0.41 →
-#: 0.53 s, once per model structure), and their first node and short runs a block of 16 (pinned,
-#: Intel Xeon: a 10-step heavy top's call 1.9 ms padded to 1024, 1.3 ms so; 0.1 s more compilation).
+#: for speed take a chunk's worth (:data:`conserve.run.chunks.CHUNK`) of quick code, several times
+#: cheaper per node for a little more compilation once per model structure, and their first node
+#: and short runs a block of 16, which they do not pad to a chunk (measurements:
+#: benchmarks/results/defaults.md, section ``DIAGNOSTIC_BLOCKS``).
 DIAGNOSTIC_BLOCKS = {"unoptimized": ((128,), jit_quick(nodes_diagnostics, mode="unoptimized")),
                      "fast": ((16, 1024), jit_quick(nodes_diagnostics, mode="quick"))}
 

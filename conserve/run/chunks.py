@@ -48,10 +48,9 @@ def members_per_group(n_unknowns: int, largest_inverse: int | None = None) -> in
     """Members of an ensemble stepped together (vmapped; the groups one after another): the largest
     power of two whose Newton matrices fit in ``GROUP_BYTES``, at least 1 — n × m float64 each,
     m the order of the largest matrix the solver inverts (:func:`newton_sizes`; n for a dense
-    matrix, a block's for a tree solver, whose blocks are ~3 n m). Measured, pinned, µs per
-    member-step: 1,000 heavy tops (n = m = 21) in groups of 4–8 / 16 / 32 / 1,000: 17.5–17.9 /
-    13.0 / 14.7 / 29.3; 16 8-link chains (n = 168, m = 21) in groups of 1 / 2 / 4 / 16: 443 / 409 /
-    433 / 474, within the noise."""
+    matrix, a block's for a tree solver, whose blocks are ~3 n m). Groups whose matrices stay in the
+    cache step small models fastest and make no difference to larger ones (measurements:
+    benchmarks/results/defaults.md, section ``members_per_group``)."""
     fit = max(1, GROUP_BYTES // (8 * max(n_unknowns, 1) * max(largest_inverse or n_unknowns, 1)))
     return 1 << (fit.bit_length() - 1)
 
@@ -167,12 +166,11 @@ def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBack
     :mod:`conserve.compilation`) for a run whose dense Newton matrix, or whose tree solver's every
     block, has at most :data:`~conserve.compilation.modes.KERNEL_SIZE` unknowns, compiled "optimized",
     or, one run (not an ensemble's), "quick" with the director backend and at most
-    :data:`~conserve.compilation.modes.KERNEL_UNKNOWNS` unknowns (where the one kernel compiles in
-    0.1–1 s more; a reduced step's, a larger program, in 1–1.5 s more, which long runs,
-    "optimized", repay; an ensemble's vmapped step in ~7 s more than with LAPACK in quick code —
-    1,000 heavy tops, pinned: 7.1 → 14.7 s, 12.7 s optimized with LAPACK — for 1.3–1.8× fewer µs
-    per member-step) — both with "quick"'s options, whose classic emitters alone make the loop one
-    kernel; otherwise ``(backend, mode)``."""
+    :data:`~conserve.compilation.modes.KERNEL_UNKNOWNS` unknowns (where the one kernel costs
+    little compilation; a reduced step's, a larger program, and an ensemble's vmapped step cost
+    seconds more, which only long runs, "optimized", repay; measurements:
+    benchmarks/results/defaults.md, section ``KERNEL_UNKNOWNS``) — both with "quick"'s options,
+    whose classic emitters alone make the loop one kernel; otherwise ``(backend, mode)``."""
     quick = (mode == "quick" and batch is None and backend.name == "director"
              and director_unknowns(model) <= KERNEL_UNKNOWNS)
     if (mode == "optimized" or quick) and newton_sizes(backend, model)[1] <= KERNEL_SIZE:  # a tree's block

@@ -229,7 +229,8 @@ def _first_steps(tree, k):
 def _collector_paused():
     """Python's cyclic garbage collector paused for the block: building many members' Solutions
     allocates enough objects to start full collections, each of which walks every object of the
-    process, jax's included (1,000 heavy tops' Solutions, pinned: 45 ms paused, 50-135 ms not)."""
+    process, jax's included (measurements: benchmarks/results/defaults.md, section
+    ``_collector_paused``)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -332,9 +333,9 @@ def _widest(model, batch, first):
     samples one model's Jacobians, :func:`~conserve.backends.director.sampled_jacobians`): every
     number the members do not share at its largest magnitude among them, so that a term one member
     lacks (a spring of stiffness 0, a parameter at 0) is in the pattern when any member has it —
-    found from the first member alone, a chain whose first member's spring is slack was eliminated
-    along its joints' tree, and a member with a stiff spring across it needed 4.2 instead of 3
-    Newton iterations per step. ``first``: member 0's model, when the members share every number."""
+    found from the first member alone, a chain whose first member's spring is slack would be
+    eliminated along its joints' tree, and a member with a stiff spring across it would need more
+    Newton iterations per step (4.2 instead of 3). ``first``: member 0's model, when the members share every number."""
     if all(b is None for b in batch):
         return first
 
@@ -351,8 +352,8 @@ def _widest(model, batch, first):
 def fitted_chunk(n_steps):
     """The chunk length of a run of ``n_steps``: the power of two ≥ n_steps (at least 16), so that
     a short ensemble run does not allocate, fill and diagnose every member's outputs of a whole
-    :data:`~conserve.run.chunks.CHUNK` (10 steps of 1,000 heavy tops: 0.44 s instead of 1.5 s; a
-    compilation per length, at most seven below it)."""
+    :data:`~conserve.run.chunks.CHUNK`, for a compilation per length, at most seven below it
+    (measurements: benchmarks/results/defaults.md, section ``fitted_chunk``)."""
     return max(16, 1 << (max(int(n_steps), 1) - 1).bit_length())
 
 
