@@ -184,11 +184,14 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
         factors are then Q J_old⁻¹ Qᵀ (−r), the factors turned with the bodies since they were
         made, and new factors are kept with its ``reference``
     image : bool: ``residual`` returns (r, y(x)), y an image of the unknowns that costs as much as
-        the residual (the structured reduced step's director unknowns, lift(x̂)), and
-        ``linear.solve_image(factors, r)`` returns (δx, δy) with y(x + δx) = y(x) + δy to second
-        order (a correction whose image is tangent); the image of the solution is then returned
-        too, as y of the last evaluated iterate plus the image of the last correction, not
-        evaluated again (not with ``options.implicit``)
+        the residual (the structured reduced step's director unknowns, lift(x̂); the dense one's
+        increments Δq(u)); the image of the solution is then returned too, as y of the last
+        evaluated iterate plus the image of the last correction, not evaluated again, nor y of the
+        unknowns rounded (not with ``options.implicit``). The image of a correction comes from
+        ``linear.image_tangent(x, δx)`` (the tangent at the iterate x, once, for the last
+        correction; :class:`~conserve.discrete.linear.Imaged`), else from
+        ``linear.solve_image(factors, r)``, which returns (δx, δy) with y(x + δx) = y(x) + δy to
+        second order (a correction whose image is tangent; every correction's)
 
     Returns
     -------
@@ -285,8 +288,10 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
     def scaled(dx, x_new):  # max_j |δx_j| / w_j
         return jnp.max(jnp.abs(dx) / weights(x_new))
 
-    def solve(factors, r):  # J⁻¹ r, and the image of the correction (without an image, (): no operations)
-        return linear.solve_image(factors, r) if image else (linear.solve(factors, r), ())
+    deferred = image and hasattr(linear, "image_tangent")  # the image of the last correction only, after the loop
+
+    def solve(factors, r):  # J⁻¹ r, and the image of the correction (without one, or deferred: no operations)
+        return linear.solve_image(factors, r) if image and not deferred else (linear.solve(factors, r), ())
 
     def where(pred, a, b):  # for arrays and images
         return jax.tree.map(lambda u, v: jnp.where(pred, u, v), a, b)
@@ -300,13 +305,14 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
 
     def body(carry):
         (x, factors, have, fresh, k, _, history, last_dx, last_rate, partner, clean, last_s, x_back, r_back, y_back,
-         _) = carry
+         _, _) = carry
         r, y = residual(x) if image else (residual(x), ())
+        y_step = () if deferred else y  # what the corrections' images are added to
         r_norm = jnp.max(jnp.abs(r))
         history = jax.lax.dynamic_update_index_in_dim(history, r_norm, k, 0)  # not a scatter: no loop of its own
         # the chord correction with the last factors (of this solve, or carried from an earlier one)
         chord, dy = jax.lax.cond(have, lambda: chord_solve(factors, -r, fresh),
-                                 lambda: (jnp.zeros_like(r), jax.tree.map(jnp.zeros_like, y)))
+                                 lambda: (jnp.zeros_like(r), jax.tree.map(jnp.zeros_like, y_step)))
         chord_size = scaled(chord, x + chord)
         rate = chord_size / last_dx  # 0 at k = 0; last_rate: the previous chord's (∞ if none or after Newton)
         # a chord with earlier factors that the next one does not contract by CHORD_CONTRACTION
@@ -371,7 +377,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
                 stalled, lambda: jnp.all(jnp.abs(r) <= ROUNDOFF * (size + linear.abs_times(J, weights(x)))),
                 lambda: jnp.bool_(False))
             return (x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, inf, inf,
-                    jax.tree.map(jnp.add, y, dy))
+                    jax.tree.map(jnp.add, y_step, dy), dx)
 
         chord_rate = jnp.where(k > 0, rate, jnp.inf)
         need = ~(chord_ok | contracting)
@@ -379,11 +385,11 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             # still iterating (a member that has stopped is not updated: its need is not counted)
             others = jax.lax.psum((need & cond(carry)).astype(jnp.int32), options.members) > 0
             need = others & ~chord_ok
-        x_new, factors, fresh, done, last_dx, last_rate, partner, clean, last_s, y_new = run_if(
+        x_new, factors, fresh, done, last_dx, last_rate, partner, clean, last_s, y_new, taken = run_if(
             need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate, jnp.where(pair, rate, inf),
-                           clean, s, jax.tree.map(jnp.add, y, dy)))
+                           clean, s, jax.tree.map(jnp.add, y_step, dy), chord))
         return (x_new, factors, jnp.bool_(True), fresh, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx,
-                last_rate, partner, clean, last_s, x, r, y, y_new)
+                last_rate, partner, clean, last_s, x, r, y, y_new, taken)
 
     def cond(carry):
         x, k, converged = carry[0], carry[4], carry[5]
@@ -391,8 +397,10 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
 
     history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     y0 = jnp.zeros(jax.eval_shape(residual, x0)[1].shape, x0.dtype) if image else ()
-    x, factors, _, fresh, k, converged, history, *_, y = jax.lax.while_loop(
+    x, factors, _, fresh, k, converged, history, *_, x_last, _, y_last, y, taken = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
-                     inf, inf, inf, inf, inf, x0, jnp.zeros_like(x0), y0, y0))
+                     inf, inf, inf, inf, inf, x0, jnp.zeros_like(x0), y0, () if deferred else y0, jnp.zeros_like(x0)))
+    if deferred:  # y of the last evaluated iterate plus the image of the last correction, at that iterate
+        y = y_last + linear.image_tangent(x_last, taken)
     reference = None if turn is None else jnp.where(fresh, turn.reference, memory.reference)
     return x, (k, converged, history, NewtonMemory(factors, converged, reference), y)
