@@ -288,7 +288,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
     def scaled(dx, x_new):  # max_j |δx_j| / w_j
         return jnp.max(jnp.abs(dx) / weights(x_new))
 
-    deferred = image and hasattr(linear, "image_tangent")  # the image of the last correction only, after the loop
+    # the image of the last correction only, after the loop (``taken``: that correction)
+    deferred = image and hasattr(linear, "image_tangent")
 
     def solve(factors, r):  # J⁻¹ r, and the image of the correction (without one, or deferred: no operations)
         return linear.solve_image(factors, r) if image and not deferred else (linear.solve(factors, r), ())
@@ -377,7 +378,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
                 stalled, lambda: jnp.all(jnp.abs(r) <= ROUNDOFF * (size + linear.abs_times(J, weights(x)))),
                 lambda: jnp.bool_(False))
             return (x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, inf, inf,
-                    jax.tree.map(jnp.add, y_step, dy), dx)
+                    jax.tree.map(jnp.add, y_step, dy), dx if deferred else ())
 
         chord_rate = jnp.where(k > 0, rate, jnp.inf)
         need = ~(chord_ok | contracting)
@@ -387,7 +388,7 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             need = others & ~chord_ok
         x_new, factors, fresh, done, last_dx, last_rate, partner, clean, last_s, y_new, taken = run_if(
             need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate, jnp.where(pair, rate, inf),
-                           clean, s, jax.tree.map(jnp.add, y_step, dy), chord))
+                           clean, s, jax.tree.map(jnp.add, y_step, dy), chord if deferred else ()))
         return (x_new, factors, jnp.bool_(True), fresh, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx,
                 last_rate, partner, clean, last_s, x, r, y, y_new, taken)
 
@@ -399,7 +400,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
     y0 = jnp.zeros(jax.eval_shape(residual, x0)[1].shape, x0.dtype) if image else ()
     x, factors, _, fresh, k, converged, history, *_, x_last, _, y_last, y, taken = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
-                     inf, inf, inf, inf, inf, x0, jnp.zeros_like(x0), y0, () if deferred else y0, jnp.zeros_like(x0)))
+                     inf, inf, inf, inf, inf, x0, jnp.zeros_like(x0), y0, () if deferred else y0,
+                     jnp.zeros_like(x0) if deferred else ()))
     if deferred:  # y of the last evaluated iterate plus the image of the last correction, at that iterate
         y = y_last + linear.image_tangent(x_last, taken)
     reference = None if turn is None else jnp.where(fresh, turn.reference, memory.reference)
