@@ -125,6 +125,7 @@ def rotor_weights(state: State, dp, dtheta):
     return 1.0 + jnp.abs(dp), 1.0 + jnp.abs(dtheta) + jnp.abs(state.theta)
 
 
+@jax.custom_jvp
 def node_velocity(dq, v0, h):
     """v_{n+1} = 2Δq/h − v_n (n,) of the increment Δq (n,), the velocity v_n (n,) and the step h (s),
     rounded once: within half an ulp and without bias. Written out, fl(fl(2Δq/h) − v_n) rounds
@@ -145,6 +146,15 @@ def node_velocity(dq, v0, h):
     remainder = (x - p) - e  # x − a h (x − p exactly: p is within a few ulps of x)
     s, t = _two_sum(a, -v0)
     return s + (t + remainder * inverse)
+
+
+@node_velocity.defjvp
+def _node_velocity_jvp(primals, tangents):
+    """The derivative of v = 2Δq/h − v_n itself, not through the error-free transformations of its
+    rounding (the same to round-off, at their cost in every Jacobian-vector product)."""
+    dq, v0, h = primals
+    d_dq, d_v0, d_h = tangents
+    return node_velocity(dq, v0, h), 2.0 * d_dq / h - d_v0 - (2.0 * dq / h**2) * d_h
 
 
 def _two_product(a, b):
