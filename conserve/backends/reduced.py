@@ -49,7 +49,7 @@ import numpy as np
 
 from ..compilation.modes import jit_quick
 from ..discrete.forces import constraint_force
-from ..discrete.linear import BlockTree, Coloured, Dense
+from ..discrete.linear import BlockTree, Coloured, Dense, Imaged
 from ..discrete.newton import Newton, empty_memory, newton_solve
 from ..discrete.scheme import advance, equations, rotor_weights
 from ..discrete.turning import turns_with_the_bodies
@@ -158,10 +158,27 @@ def _rows(model: Model, which, lam, q0, q1, theta0, theta1, s0, s1):
     return jax.jacfwd(force)(jnp.zeros(len(which), q0.dtype))
 
 
+#: The chord error bound of the minimal unknowns, in either form (:data:`~conserve.discrete.newton.CHORD_ERROR`
+#: for the director's unknowns): an error in a minimal increment moves everything beyond its joint,
+#: by its lever arm, and the velocities 2Δq/h with it; at 1e-17 an 8-link chain's energy jumped by
+#: up to 8e-15 in single steps (2e-14 in 200 steps), at 1e-19 by round-off only (6e-16), at the same
+#: speed (a 32-link chain: 1.04 ms per step; 1.00 at 1e-17, 2.1 without reused factors); a pendulum
+#: (one unknown, dense form) lost 1.2e-15 J per step at Δt = 0.01 with 1e-17, none with 1e-19 (3.8
+#: instead of 3.3 iterations per step; the heavy top 3.5 instead of 3.0, 57 against 51 µs).
+CHORD_ERROR_MINIMAL = 1e-19
+
+
 def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
     """One EM step in minimal coordinates; the contract of :func:`.director.step`, except that
     only the cut rows of ``lam`` are solved for (the others stay 0, see :func:`recovered_multipliers`);
-    ``linear``: the :class:`~conserve.discrete.linear.Dense` solver of its Newton matrix."""
+    ``linear``: the :class:`~conserve.discrete.linear.Dense` solver of its Newton matrix.
+
+    The increments Δq are the image of Newton's last correction (:class:`~conserve.discrete.linear.Imaged`:
+    F(q_n, u_k) + F_u δu_k at the last evaluated iterate u_k), not F(q_n, u) of the solution rounded:
+    a few minimal unknowns carry the whole step, an ulp of u moves the energy by several ε|E| (a
+    pendulum, one unknown: 4e-15 J, E = 3.9 J), and which neighbour of the root the last correction rounds
+    to is not random (that pendulum: ±3e-17 J per step, of one sign over 10⁵ steps). Differentiated
+    (``newton.implicit``), Δq = F(q_n, u) of the solution."""
     tree = model.tree
     q0 = state.q
     Q0 = model.blocks(q0)
@@ -180,7 +197,7 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
     if len(loop):  # loop coordinates for this step, pivoted at q_n
         dependent, independent = loops.partition(loop_matrix(q0, q0, H0))
 
-    def residual(x):
+    def residual(x):  # and its image, the increments Δq = F(q_n, u)
         u, lam_c, dp, dtheta = split(x)
         dq = increments(tree, Q0, u)
         r1, r2, r3, r4 = equations(model, state, t, h, dq, with_cut(lam_c), dp, dtheta)
@@ -189,7 +206,7 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
         if len(loop):
             C = loop_matrix(q0, q0 + dq, H)
             r = jnp.concatenate([loops.project(C, r, dependent, independent), r2[loop]])
-        return jnp.concatenate([r, r2[cut], r3, r4])
+        return jnp.concatenate([r, r2[cut], r3, r4]), dq
 
     def weights(x):  # minimal increments (angles, slides, translations) by their own size
         u, lam_c, dp, dtheta = split(x)
@@ -203,9 +220,16 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
     x0 = jnp.concatenate([h * nu0, lam[cut], jnp.zeros(nr), h * rates])
     g_size = model.constraint_magnitudes(q0, state.theta, state.s, t + h)
     size = jnp.concatenate([jnp.zeros(nd - len(loop)), g_size[loop], g_size[cut], jnp.zeros(2 * nr)])
-    x, *result, _ = newton_solve(residual, x0, newton, weights, size, linear)
-    u, lam_c, dp, dtheta = split(x)
-    return advance(model, state, t, h, increments(tree, Q0, u), dp, dtheta, with_cut(lam_c), result)
+    if newton.implicit:  # differentiated at its root (custom_root), which takes no image
+        x, *result, _ = newton_solve(lambda x: residual(x)[0], x0, newton, weights, size, linear,
+                                     chord_error=CHORD_ERROR_MINIMAL)
+        dq = increments(tree, Q0, split(x)[0])
+    else:
+        x, *result, _, dq = newton_solve(residual, x0, newton, weights, size,
+                                         Imaged(linear, lambda x: increments(tree, Q0, split(x)[0])),
+                                         chord_error=CHORD_ERROR_MINIMAL, image=True)
+    _, lam_c, dp, dtheta = split(x)
+    return advance(model, state, t, h, dq, dp, dtheta, with_cut(lam_c), result)
 
 
 def _tree_multipliers(model: Model, state: State, new: State, lam, t, h):
@@ -312,13 +336,6 @@ def _structured_form(model: Model, state: State, t, h, inner):
                     nq + nc + 2 * nr)
     return residual, select, linear
 
-
-#: The chord error bound of the structured form (:data:`~conserve.discrete.newton.CHORD_ERROR` for
-#: the director's unknowns): an error in a minimal increment moves everything beyond its joint, by
-#: its lever arm, and the velocities 2Δq/h with it; at 1e-17 an 8-link chain's energy jumped by up
-#: to 8e-15 in single steps (2e-14 in 200 steps), at 1e-19 by round-off only (6e-16), at the same
-#: speed (a 32-link chain: 1.04 ms per step; 1.00 at 1e-17, 2.1 without reused factors).
-CHORD_ERROR_MINIMAL = 1e-19
 
 
 def step_structured(model: Model, state: State, lam, t, h, newton, inner, memory=None):

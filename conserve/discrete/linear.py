@@ -26,6 +26,9 @@ takes either):
   O(N b³) for N nodes of width b, a ``lax.scan`` over the tree's levels (the nodes of one level
   at once) whose code does not grow with N.
 
+:class:`Imaged` is :class:`Dense` for a residual that also returns an image of its unknowns (the
+reduced dense step's increments), whose solution's image it forms from the last correction.
+
 :func:`coloured` colours the unknowns from the Jacobian's sparsity pattern
 (:func:`sampled_pattern`, :func:`column_colours`; once per model structure, outside jit), and
 :func:`block_tree` finds the nodes and the tree, whose blocks it reads with those colours; it
@@ -85,6 +88,51 @@ class Dense:
 
     def dense(self, J):
         return J
+
+
+@dataclass(frozen=True, eq=False)
+class Imaged:
+    """:class:`Dense` for a residual with an image (:func:`~conserve.discrete.newton.newton_solve`'s
+    ``image``): the residual returns (r (n,), y (m,)), y = ``image``(x) an image of the unknowns
+    (the reduced dense step's increments Δq = F(q_n, u) of its minimal ones), so that the
+    solution's image is y of the last evaluated iterate plus the image of the last correction by
+    :meth:`image_tangent` at that iterate, y(x + δx) = y(x) + (∂y/∂x)(x) δx + O(δx²), not y of the
+    unknowns rounded (once after the iteration: one Jacobian-vector product of the image per
+    solve). J = ∂r/∂x and its factors are ``inner``'s."""
+
+    inner: Dense
+    image: object  # x (n,) -> y (m,)
+
+    name = "dense"
+
+    def jacobian(self, residual, x):
+        """J (n, n) at x (of r alone; a residual without an image, as :func:`~conserve.discrete.newton.empty_memory`
+        sizes factors with, is r)."""
+        return self.inner.jacobian(lambda z: _without_image(residual(z)), x)
+
+    def factorise(self, J):
+        return self.inner.factorise(J)
+
+    def solve(self, factors, r):
+        return self.inner.solve(factors, r)
+
+    def image_tangent(self, x, dx):
+        """(∂y/∂x)(x) δx (m,)."""
+        return jax.jvp(self.image, (x,), (dx,))[1]
+
+    def abs_times(self, J, w):
+        return self.inner.abs_times(J, w)
+
+    def largest_inverse(self, n):
+        return n
+
+    def dense(self, J):
+        return J
+
+
+def _without_image(out):
+    """r of a residual's (r, y), or r itself."""
+    return out[0] if isinstance(out, tuple) else out
 
 
 def kernel_inverse(J):

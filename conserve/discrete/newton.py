@@ -104,9 +104,14 @@ CHORD_CONTRACTION = 0.1
 #: ρ/(1 − ρ)·s_k with the rates ρ_k = ‖δ_k‖/‖δ_{k−1}‖ (scaled as the tolerance): with factors
 #: carried from earlier steps ρ is the largest rate ρ_k (k ≥ 2) whose δ_{k−1} was above the tolerance and
 #: s_k = min(‖δ_k‖, ρ s_{k−1}); else (this solve's factors, or no such rate yet)
-#: ρ = min(ρ_k, ρ_{k−1}) and s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖), with the rate of the Newton
-#: correction before (the chords' own rate there cost the 64-link chain 0.5 iterations and 50 %
-#: more time per step). This discounts round-off: near convergence a correction is noise of the
+#: ρ = min(ρ_k, ρ_{k−1}) and s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖), with the rate of the chord
+#: before (the chords' own rate there cost the 64-link chain 0.5 iterations and 50 % more time per
+#: step) — when that was a chord iteration's rate: the first chord after a Newton correction is
+#: measured against that correction, whose ratio understates the chord's rate (one unknown: Newton
+#: leaves e₁ = c e₀², the chord then contracts by 2c e₀, twice e₁/e₀), and the next chord is judged
+#: by ρ_k and ‖δ_k‖ alone (with the Newton ratio the leftover was underestimated 4×: a pendulum
+#: in the reduced backend, one unknown, lost 4.3e-15 J per step, 8e-16 without; the 64-link chain:
+#: +0.04 iterations per step). This discounts round-off: near convergence a correction is noise of the
 #: residual's round-off, which inflates its size and its rate although the error left is a fraction
 #: ρ of the last clean correction's (with the rates of the noise, the heavy top's carried chords at
 #: Δt = 1e-3 could not be accepted at the round-off floor, and 0.1 Jacobians per step were formed
@@ -188,11 +193,14 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
         factors are then Q J_old⁻¹ Qᵀ (−r), the factors turned with the bodies since they were
         made, and new factors are kept with its ``reference``
     image : bool: ``residual`` returns (r, y(x)), y an image of the unknowns that costs as much as
-        the residual (the structured reduced step's director unknowns, lift(x̂)), and
-        ``linear.solve_image(factors, r)`` returns (δx, δy) with y(x + δx) = y(x) + δy to second
-        order (a correction whose image is tangent); the image of the solution is then returned
-        too, as y of the last evaluated iterate plus the image of the last correction, not
-        evaluated again (not with ``options.implicit``)
+        the residual (the structured reduced step's director unknowns, lift(x̂); the dense one's
+        increments Δq(u)); the image of the solution is then returned too, as y of the last
+        evaluated iterate plus the image of the last correction, not evaluated again, nor y of the
+        unknowns rounded (not with ``options.implicit``). The image of a correction comes from
+        ``linear.image_tangent(x, δx)`` (the tangent at the iterate x, once, for the last
+        correction; :class:`~conserve.discrete.linear.Imaged`), else from
+        ``linear.solve_image(factors, r)``, which returns (δx, δy) with y(x + δx) = y(x) + δy to
+        second order (a correction whose image is tangent; every correction's)
 
     Returns
     -------
@@ -306,8 +314,11 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
     def scaled(dx, x_new):  # max_j |δx_j| / w_j
         return jnp.max(jnp.abs(dx) / weights(x_new))
 
-    def solve(factors, r):  # J⁻¹ r, and the image of the correction (without an image, (): no operations)
-        return linear.solve_image(factors, r) if image else (linear.solve(factors, r), ())
+    # the image of the last correction only, after the loop (``taken``: that correction)
+    deferred = image and hasattr(linear, "image_tangent")
+
+    def solve(factors, r):  # J⁻¹ r, and the image of the correction (without one, or deferred: no operations)
+        return linear.solve_image(factors, r) if image and not deferred else (linear.solve(factors, r), ())
 
     def where(pred, a, b):  # for arrays and images
         return jax.tree.map(lambda u, v: jnp.where(pred, u, v), a, b)
@@ -320,13 +331,15 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         return Q.forward(dx), dy
 
     def body(carry):
-        x, factors, have, fresh, k, _, history, last_dx, last_rate, clean, last_s, x_back, r_back, y_back, _ = carry
+        (x, factors, have, fresh, k, _, history, last_dx, last_rate, partner, clean, last_s, x_back, r_back, y_back,
+         _, _) = carry
         r, y = residual(x) if image else (residual(x), ())
+        y_step = () if deferred else y  # what the corrections' images are added to
         r_norm = jnp.max(jnp.abs(r))
         history = jax.lax.dynamic_update_index_in_dim(history, r_norm, k, 0)  # not a scatter: no loop of its own
         # the chord correction with the last factors (of this solve, or carried from an earlier one)
         chord, dy = jax.lax.cond(have, lambda: chord_solve(factors, -r, fresh),
-                                 lambda: (jnp.zeros_like(r), jax.tree.map(jnp.zeros_like, y)))
+                                 lambda: (jnp.zeros_like(r), jax.tree.map(jnp.zeros_like, y_step)))
         chord_size = scaled(chord, x + chord)
         rate = chord_size / last_dx  # 0 at k = 0; last_rate: the previous chord's (∞ if none or after Newton)
         # a chord with earlier factors that the next one does not contract by CHORD_CONTRACTION
@@ -352,13 +365,14 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         # last, 0.002, chords were accepted with leftovers of one sign, the energy drifting 4e-13
         # in 2·10⁴ steps, with the largest 7e-15 and no trend). Else (this solve's factors, whose
         # chords contract ~1e-4 per iteration, or no such rate yet) ρ = min(ρ_k, ρ_{k−1}),
-        # s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖)
+        # s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖), ρ_{k−1} only a chord iteration's rate (``partner``;
+        # ∞ for the first chord after a Newton correction, whose ratio to it is Newton's contraction)
         pair = (k > 0) & (jnp.isfinite(last_rate) | ~fresh)  # rate: a chord iteration's (not after Newton)
         seen = pair & ~fresh & (last_dx >= options.tol)
         clean = jnp.where(seen, jnp.where(k >= 3, jnp.maximum(clean, rate), rate), clean)
         known = jnp.isfinite(clean)
-        rho = jnp.where(known, clean, jnp.minimum(rate, last_rate))
-        s = jnp.minimum(chord_size, jnp.where(known, clean * last_s, last_rate * last_dx))
+        rho = jnp.where(known, clean, jnp.minimum(rate, partner))
+        s = jnp.minimum(chord_size, jnp.where(known, clean * last_s, partner * last_dx))
         leftover = rho / (1.0 - rho) * s
         # ... and when ρ is a chord iteration's observed rate: right after a Newton correction
         # (fresh factors, last_rate ∞) the ratio is Newton's quadratic contraction, which
@@ -389,8 +403,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             floor = stalled & jax.lax.cond(
                 stalled, lambda: jnp.all(jnp.abs(r) <= ROUNDOFF * (size + linear.abs_times(J, weights(x)))),
                 lambda: jnp.bool_(False))
-            return (x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, inf,
-                    jax.tree.map(jnp.add, y, dy))
+            return (x + dx, new_factors, jnp.bool_(True), small | floor, dx_size, inf, inf, inf, inf,
+                    jax.tree.map(jnp.add, y_step, dy), dx if deferred else ())
 
         chord_rate = jnp.where(k > 0, rate, jnp.inf)
         need = ~(chord_ok | contracting)
@@ -398,11 +412,11 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
             # still iterating (a member that has stopped is not updated: its need is not counted)
             others = jax.lax.psum((need & cond(carry)).astype(jnp.int32), options.members) > 0
             need = others & ~chord_ok
-        x_new, factors, fresh, done, last_dx, last_rate, clean, last_s, y_new = run_if(
-            need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate, clean, s,
-                           jax.tree.map(jnp.add, y, dy)))
+        x_new, factors, fresh, done, last_dx, last_rate, partner, clean, last_s, y_new, taken = run_if(
+            need, newton, (x + chord, factors, fresh, chord_ok, chord_size, chord_rate, jnp.where(pair, rate, inf),
+                           clean, s, jax.tree.map(jnp.add, y_step, dy), chord if deferred else ()))
         return (x_new, factors, jnp.bool_(True), fresh, k + 1, done & jnp.all(jnp.isfinite(x_new)), history, last_dx,
-                last_rate, clean, last_s, x, r, y, y_new)
+                last_rate, partner, clean, last_s, x, r, y, y_new, taken)
 
     def cond(carry):
         x, k, converged = carry[0], carry[4], carry[5]
@@ -410,8 +424,11 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
 
     history0 = jnp.full((n_max,), jnp.nan, dtype=x0.dtype)
     y0 = jnp.zeros(jax.eval_shape(residual, x0)[1].shape, x0.dtype) if image else ()
-    x, factors, _, fresh, k, converged, history, *_, y = jax.lax.while_loop(
+    x, factors, _, fresh, k, converged, history, *_, x_last, _, y_last, y, taken = jax.lax.while_loop(
         cond, body, (x0, memory.factors, memory.valid, jnp.bool_(False), jnp.int32(0), jnp.bool_(False), history0,
-                     inf, inf, inf, inf, x0, jnp.zeros_like(x0), y0, y0))
+                     inf, inf, inf, inf, inf, x0, jnp.zeros_like(x0), y0, () if deferred else y0,
+                     jnp.zeros_like(x0) if deferred else ()))
+    if deferred:  # y of the last evaluated iterate plus the image of the last correction, at that iterate
+        y = y_last + linear.image_tangent(x_last, taken)
     reference = None if turn is None else jnp.where(fresh, turn.reference, memory.reference)
     return x, (k, converged, history, NewtonMemory(factors, converged, reference), y)
