@@ -286,7 +286,7 @@ def empty_memory(x0, linear=Dense(), reference=None) -> NewtonMemory:
 @functools.lru_cache(maxsize=64)
 def _factor_shapes(linear, n, dtype):
     """The shapes of ``linear``'s factors of an (n, n) system, traced once per solver and size (a
-    trace of a run's start cost 9 ms): with the identity for the (square) residual, not the model's,
+    trace of a run's start costs 9 ms): with the identity for the (square) residual, not the model's,
     whose Jacobian's trace costs as much as the step's (the reduced backend's Lifted solver
     differentiates the director residual it holds, whatever it is given)."""
     x = jax.ShapeDtypeStruct((n,), dtype)
