@@ -117,7 +117,7 @@ CHORD_CONTRACTION = 0.1
 #: in proportion to this bound. With this solve's factors the estimate holds; with factors carried
 #: from earlier steps it can miss the leftover by orders of magnitude: they are turned with the
 #: bodies and their chords accepted only below ``CHORD_ERROR_CARRIED`` (measurements:
-#: benchmarks/results/defaults.md, section ``CHORD_ERROR``).
+#: benchmarks/results/defaults.md, sections ``CHORD_ERROR`` and ``CHORD_ERROR_CARRIED``).
 CHORD_ERROR = 1e-17
 
 #: The bound of ``CHORD_ERROR`` for chords with factors carried from earlier steps, turned with the
