@@ -77,11 +77,10 @@ class Reduced(StepBackend):
     tree's multipliers recovered after the run); "dense" and "tree" force one. ``reuse``
     carries the Newton factors from step to step as in the director backend (True, False, or
     "auto", the default: in the structured form, whose chords are accepted below the tighter
-    ``CHORD_ERROR_MINIMAL`` — no drift measured there, P8 satellite 1.4e-14 relative over 10⁴
-    steps, 80 µs per step against 214 with fresh factors —, for a model without potentials but
-    uniform gravity and without loads, ``conserve.discrete.turning.turns_with_the_bodies``: a
-    4-body tree in the e = 0.9 orbit's central field drifted 7.1e-10 over 32,000 steps with
-    carried factors, 1.9e-13 without; the dense form keeps none). Chosen by
+    ``CHORD_ERROR_MINIMAL``, for a model without potentials but uniform gravity and without loads,
+    ``conserve.discrete.turning.turns_with_the_bodies``: a central field's force gradient does not
+    turn with the bodies, and carried chords then drift the energy; the dense form keeps none;
+    measurements: benchmarks/results/defaults.md, section ``Reduced.reuse``). Chosen by
     :meth:`~conserve.backends.base.StepBackend.prepare`; unprepared (``cs.step`` on a traced
     model) or differentiated (``Newton(implicit=True)``), the step takes the dense form."""
 
@@ -138,9 +137,8 @@ class Reduced(StepBackend):
 
 
 #: "auto" takes the structured form from this many tree coordinates on; below, the dense form's LU
-#: of n_dof + … unknowns is cheaper (pinned, µs per step dense / structured: P8 rotorcraft, 11
-#: coordinates, ~590 / 860; P8 satellite, 12, ~400 / 370; 4-link chain, 12, 260 / 217; 8-link
-#: chain, 24, 586 / 316).
+#: of n_dof + … unknowns is cheaper (measurements: benchmarks/results/defaults.md, section
+#: ``STRUCTURED_MIN_DOF``).
 STRUCTURED_MIN_DOF = 12
 
 
@@ -160,11 +158,9 @@ def _rows(model: Model, which, lam, q0, q1, theta0, theta1, s0, s1):
 
 #: The chord error bound of the minimal unknowns, in either form (:data:`~conserve.discrete.newton.CHORD_ERROR`
 #: for the director's unknowns): an error in a minimal increment moves everything beyond its joint,
-#: by its lever arm, and the velocities 2Δq/h with it; at 1e-17 an 8-link chain's energy jumped by
-#: up to 8e-15 in single steps (2e-14 in 200 steps), at 1e-19 by round-off only (6e-16), at the same
-#: speed (a 32-link chain: 1.04 ms per step; 1.00 at 1e-17, 2.1 without reused factors); a pendulum
-#: (one unknown, dense form) lost 1.2e-15 J per step at Δt = 0.01 with 1e-17, none with 1e-19 (3.8
-#: instead of 3.3 iterations per step; the heavy top 3.5 instead of 3.0, 57 against 51 µs).
+#: by its lever arm, and the velocities 2Δq/h with it, so that at ``CHORD_ERROR`` the energy jumps in
+#: single steps or drifts, and at this bound moves by round-off only, at the cost of up to half an
+#: iteration per step (measurements: benchmarks/results/defaults.md, section ``CHORD_ERROR_MINIMAL``).
 CHORD_ERROR_MINIMAL = 1e-19
 
 
@@ -175,9 +171,9 @@ def step(model: Model, state: State, lam, t, h, newton, linear=Dense()):
 
     The increments Δq are the image of Newton's last correction (:class:`~conserve.discrete.linear.Imaged`:
     F(q_n, u_k) + F_u δu_k at the last evaluated iterate u_k), not F(q_n, u) of the solution rounded:
-    a few minimal unknowns carry the whole step, an ulp of u moves the energy by several ε|E| (a
-    pendulum, one unknown: 4e-15 J, E = 3.9 J), and which neighbour of the root the last correction rounds
-    to is not random (that pendulum: ±3e-17 J per step, of one sign over 10⁵ steps). Differentiated
+    a few minimal unknowns carry the whole step, an ulp of u moves the energy by several ε|E|, and
+    which neighbour of the root the last correction rounds to is not random, so the energy would
+    drift (measurements: benchmarks/results/defaults.md, section ``Imaged``). Differentiated
     (``newton.implicit``), Δq = F(q_n, u) of the solution."""
     tree = model.tree
     q0 = state.q

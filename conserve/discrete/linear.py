@@ -16,15 +16,15 @@ takes either):
 * :class:`BlockTree`: the unknowns grouped into *nodes* (a body with its internal and joint
   multipliers and its rotors), whose couplings form a forest (chains, trees: every nonzero
   J_ab joins a node to itself, its parent or a child). Its blocks are read from the same
-  compressed directional derivatives as the coloured solver's: a chain of any length needs ~24
-  (b = 21 unknowns per bar; colouring whole nodes, nodes at tree distance ≥ 3 sharing a colour,
-  took 3·b = 63, and a star of k bodies round a hub (k + 1)·b: pinned, quick, a 32-link chain's
-  step 0.80 → 0.57 ms, the P8 rotorcraft's 354 → 228 µs). The blocks are eliminated leaves first
-  (block Gaussian elimination without fill-in; George and Liu 1981), each diagonal block
-  inverted after its children's elimination (LU with partial pivoting inside the block; in a
-  one-kernel loop Gauss–Jordan with the same pivots, ``kernel=True``):
-  O(N b³) for N nodes of width b, a ``lax.scan`` over the tree's levels (the nodes of one level
-  at once) whose code does not grow with N.
+  compressed directional derivatives as the coloured solver's, coloured unknown by unknown: a
+  chain of any length needs ~24 (b = 21 unknowns per bar), where colouring whole nodes (nodes at
+  tree distance ≥ 3 sharing a colour) would need 3·b = 63, and a star of k bodies round a hub
+  (k + 1)·b (measurements: benchmarks/results/defaults.md, section ``BlockTree``). The blocks are
+  eliminated leaves first (block Gaussian elimination without fill-in; George and Liu 1981), each
+  diagonal block inverted after its children's elimination (LU with partial pivoting inside the
+  block; in a one-kernel loop Gauss–Jordan with the same pivots, ``kernel=True``): O(N b³) for N
+  nodes of width b, a ``lax.scan`` over the tree's levels (the nodes of one level at once) whose
+  code does not grow with N.
 
 :class:`Imaged` is :class:`Dense` for a residual that also returns an image of its unknowns (the
 reduced dense step's increments), whose solution's image it forms from the last correction.
@@ -94,11 +94,12 @@ class Dense:
 class Imaged:
     """:class:`Dense` for a residual with an image (:func:`~conserve.discrete.newton.newton_solve`'s
     ``image``): the residual returns (r (n,), y (m,)), y = ``image``(x) an image of the unknowns
-    (the reduced dense step's increments Δq = F(q_n, u) of its minimal ones), so that the
-    solution's image is y of the last evaluated iterate plus the image of the last correction by
+    (the reduced dense step's increments Δq = F(q_n, u) of its minimal ones). The solution's image
+    is then y of the last evaluated iterate plus the image of the last correction by
     :meth:`image_tangent` at that iterate, y(x + δx) = y(x) + (∂y/∂x)(x) δx + O(δx²), not y of the
-    unknowns rounded (once after the iteration: one Jacobian-vector product of the image per
-    solve). J = ∂r/∂x and its factors are ``inner``'s."""
+    unknowns rounded, whose rounding error is not random (:func:`conserve.backends.reduced.step`);
+    it costs one Jacobian-vector product of the image per solve, after the iteration. J = ∂r/∂x
+    and its factors are ``inner``'s."""
 
     inner: Dense
     image: object  # x (n,) -> y (m,)
@@ -144,9 +145,9 @@ def kernel_inverse(J):
     exchanges unknown k for equation p (Gauss–Jordan's exchange step, in statistics the "sweep"
     operator): after n of them the table is J⁻¹ with rows in pivot order and columns taken by the
     pivot rows. O(n³), meant for n ≲ 50 (:data:`~conserve.compilation.modes.KERNEL_SIZE`): fewer masks
-    than a row-free LU (21 × 21 in one kernel: 3.1 against 4.7 µs), and a solve is then one
-    product instead of two substitution loops (0.18 against 0.60 µs), which the chords of
-    simplified Newton, several per step, repeat.
+    than a row-free LU, so a faster factorisation, and a solve is then one product instead of two
+    substitution loops, which the chords of simplified Newton, several per step, repeat
+    (measurements: benchmarks/results/defaults.md, section ``kernel_inverse``).
     Returns (B (n, n), perm (n,) int32) with J⁻¹ r = B r[perm] (:func:`kernel_inverse_solve`)."""
     n = J.shape[-1]
     index = jnp.arange(n, dtype=jnp.int32)

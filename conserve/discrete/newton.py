@@ -99,42 +99,32 @@ MEMBERS = "members"
 #: correction that shrinks less means the factors no longer fit, and Newton takes over.
 CHORD_CONTRACTION = 0.1
 
-#: A chord correction δ_k (with this solve's factors or an earlier step's) is accepted only when
-#: it is below the tolerance and the error it leaves is below the round-off of an O(1) unknown:
-#: ρ/(1 − ρ)·s_k with the rates ρ_k = ‖δ_k‖/‖δ_{k−1}‖ (scaled as the tolerance): with factors
-#: carried from earlier steps ρ is the largest rate ρ_k (k ≥ 2) whose δ_{k−1} was above the tolerance and
-#: s_k = min(‖δ_k‖, ρ s_{k−1}); else (this solve's factors, or no such rate yet)
-#: ρ = min(ρ_k, ρ_{k−1}) and s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖), with the rate of the chord
-#: before (the chords' own rate there cost the 64-link chain 0.5 iterations and 50 % more time per
-#: step) — when that was a chord iteration's rate: the first chord after a Newton correction is
-#: measured against that correction, whose ratio understates the chord's rate (one unknown: Newton
-#: leaves e₁ = c e₀², the chord then contracts by 2c e₀, twice e₁/e₀), and the next chord is judged
-#: by ρ_k and ‖δ_k‖ alone (with the Newton ratio the leftover was underestimated 4×: a pendulum
-#: in the reduced backend, one unknown, lost 4.3e-15 J per step, 8e-16 without; the 64-link chain:
-#: +0.04 iterations per step). This discounts round-off: near convergence a correction is noise of the
-#: residual's round-off, which inflates its size and its rate although the error left is a fraction
-#: ρ of the last clean correction's (with the rates of the noise, the heavy top's carried chords at
-#: Δt = 1e-3 could not be accepted at the round-off floor, and 0.1 Jacobians per step were formed
-#: only to accept: 0.015 with these; an ensemble's members, which share their Jacobians, formed 0.6
-#: per step of a group). A larger leftover is not random: the chord iteration leaves it with the
-#: same sign step after step, and the energy drifts, in proportion to this bound (a 4-link chain
-#: with reused factors, 4·10⁴ steps: 1.2e-13 with 1e-17, 1.8e-14 with 1e-19, 1.5e-15 — no drift —
-#: with 1e-21 or without reuse; with 1e-15, 4.7e-12 in 2·10⁴ steps; these with the one-step
-#: estimate, before ρ and s_k as above). With this solve's factors the estimate holds; with factors
-#: carried from earlier steps it can miss the leftover by orders of magnitude (P8 satellite, 10⁴
-#: steps: 1.2e-10, carried unturned; turned with the bodies and accepted below
-#: ``CHORD_ERROR_CARRIED``: 1.5e-14, no drift). Measuring the leftover relative to the step's
-#: increment instead of the unknowns' scales (the energy error of a step is ~4‖δΔq‖/‖Δq‖ relative)
-#: does not rescue it: satellite 2.6e-11 at 1e-19, 1.3e-12 at 1e-21 (60 µs per step), no drift only
-#: at 1e-23, where most steps need a Jacobian anyway (167 µs; 148 with fresh factors).
+#: A chord correction δ_k (with this solve's factors or an earlier step's) is accepted only when it
+#: is below the tolerance and the error it leaves is below the round-off of an O(1) unknown:
+#: ρ/(1 − ρ)·s_k with the rates ρ_k = ‖δ_k‖/‖δ_{k−1}‖ (scaled as the tolerance). With factors carried
+#: from earlier steps ρ is the largest rate ρ_k (k ≥ 2) whose δ_{k−1} was above the tolerance and
+#: s_k = min(‖δ_k‖, ρ s_{k−1}); else (this solve's factors, or no such rate yet) ρ = min(ρ_k, ρ_{k−1})
+#: and s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖), with the rate of the chord before when that was a chord
+#: iteration's rate: the first chord after a Newton correction is measured against that correction,
+#: whose ratio understates the chord's rate (one unknown: Newton leaves e₁ = c e₀², the chord then
+#: contracts by 2c e₀, twice e₁/e₀), so the next chord is judged by ρ_k and ‖δ_k‖ alone. Both
+#: estimates discount round-off: near convergence a correction is noise of the residual's round-off,
+#: which inflates its size and its rate although the error left is a fraction ρ of the last clean
+#: correction's; with the rates of the noise, carried chords could not be accepted at the round-off
+#: floor, and Jacobians would be formed only to accept. This solve's chords keep the minima of two
+#: rates: judged as carried ones, they would take more iterations. A larger leftover is not
+#: random: the chord iteration leaves it with the same sign step after step, and the energy drifts,
+#: in proportion to this bound. With this solve's factors the estimate holds; with factors carried
+#: from earlier steps it can miss the leftover by orders of magnitude: they are turned with the
+#: bodies and their chords accepted only below ``CHORD_ERROR_CARRIED`` (measurements:
+#: benchmarks/results/defaults.md, sections ``CHORD_ERROR`` and ``CHORD_ERROR_CARRIED``).
 CHORD_ERROR = 1e-17
 
 #: The bound of ``CHORD_ERROR`` for chords with factors carried from earlier steps, turned with the
 #: bodies (:mod:`conserve.discrete.turning`): their rate estimates are less sure than this solve's,
-#: and at 1e-17 some models still drifted (10⁴ steps of Δt = 1e-3, relative energy balance error,
-#: carried at 1e-17 / 1e-19 / fresh factors: P5 crane 2.5e-13 / 2.2e-15 / 1.7e-15, connected joints
-#: 1.9e-12 / 4.1e-14 / 1.2e-14; the P8 satellite 5.7e-15 / 1.5e-14 / 6.9e-15, 1.2e-10 before
-#: the factors were turned)
+#: and at ``CHORD_ERROR`` the energy of some models drifts; at this bound their energy balance holds
+#: to round-off as with fresh factors (measurements: benchmarks/results/defaults.md, section
+#: ``CHORD_ERROR_CARRIED``)
 CHORD_ERROR_CARRIED = 1e-19
 
 
@@ -174,10 +164,9 @@ def newton_solve(residual, x0, options: Newton, weights, size, linear=Dense(), m
     enough iterations remain (the first that the next does not contract so is undone, unless it
     was below the tolerance, and Newton starts from where it was taken); such a chord is accepted
     only below ``CHORD_ERROR_CARRIED`` when a ``turn`` is given (the factors turned with the
-    bodies), else below ``CHORD_ERROR``. A
-    fresh Jacobian is formed only when they stop contracting (P8 rotorcraft: 386 → 94 µs per step;
-    unturned, at the price of an energy drift that could reach 1e-14 relative per step, see
-    ``CHORD_ERROR``).
+    bodies), else below ``CHORD_ERROR``. A fresh Jacobian is formed only when they stop
+    contracting, so most steps of a body or a tree need none (measurements:
+    benchmarks/results/defaults.md, section ``Director.reuse``).
 
     Parameters
     ----------
@@ -297,7 +286,7 @@ def empty_memory(x0, linear=Dense(), reference=None) -> NewtonMemory:
 @functools.lru_cache(maxsize=64)
 def _factor_shapes(linear, n, dtype):
     """The shapes of ``linear``'s factors of an (n, n) system, traced once per solver and size (a
-    trace of a run's start cost 9 ms): with the identity for the (square) residual, not the model's,
+    trace of a run's start costs 9 ms): with the identity for the (square) residual, not the model's,
     whose Jacobian's trace costs as much as the step's (the reduced backend's Lifted solver
     differentiates the director residual it holds, whatever it is given)."""
     x = jax.ShapeDtypeStruct((n,), dtype)
@@ -347,9 +336,10 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         # starts from where it was taken; not one below the tolerance (at round-off the next
         # cannot shrink). The test is the scaled corrections' contraction (Deuflhard's natural
         # monotonicity test), as for going on with chords, not the residual's max-norm, which
-        # mixes rows of different scales: on the heavy top at Δt = 2e-3 a first chord with
-        # one-step-old factors shrank the residual only 0.1–0.25× while the corrections then
-        # contracted 0.03× per chord, and undoing it cost a Jacobian every other step
+        # mixes rows of different scales: a first chord with one-step-old factors can shrink the
+        # residual little while the corrections then contract fast, and undoing it would cost a
+        # Jacobian every other step (measurements: benchmarks/results/defaults.md, section
+        # ``CHORD_CONTRACTION``)
         back = (~fresh) & have & (k > 0) & (last_dx > options.tol) & ~(rate <= CHORD_CONTRACTION)
         x, r, y, have = where(back, x_back, x), where(back, r_back, r), where(back, y_back, y), have & ~back
         small = have & (k > 0) & (chord_size <= options.tol)
@@ -358,13 +348,13 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         # ρ/(1 − ρ)·s_k; with carried factors ρ is the largest of their rates ρ_k, k ≥ 2, observed
         # on corrections above the tolerance (below it a correction is partly the noise of the
         # residual's round-off, which inflates its size and the rates; ρ_1 only until ρ_2 is
-        # known: the first chord meets the predictor's error, not the iteration's, 0.03 against
-        # 0.004 after it on the heavy top) and s_k = min(‖δ_k‖, ρ s_{k−1}) what of ‖δ_k‖ is not
-        # noise. The largest, not the last: the rates can alternate (the slider-crank's 0.013,
-        # 0.002, 0.026: an iteration matrix with complex or opposite eigenvalues), and with the
-        # last, 0.002, chords were accepted with leftovers of one sign, the energy drifting 4e-13
-        # in 2·10⁴ steps, with the largest 7e-15 and no trend). Else (this solve's factors, whose
-        # chords contract ~1e-4 per iteration, or no such rate yet) ρ = min(ρ_k, ρ_{k−1}),
+        # known: the first chord meets the predictor's error, not the iteration's, and its rate
+        # overstates the iteration's) and s_k = min(‖δ_k‖, ρ s_{k−1}) what of ‖δ_k‖ is not noise.
+        # The largest, not the last: the rates can alternate (an iteration matrix with complex or
+        # opposite eigenvalues), and a small last rate then underestimates the leftover, which is
+        # accepted with one sign step after step and drifts the energy (measurements:
+        # benchmarks/results/defaults.md, section ``CHORD_ERROR_CARRIED``). Else (this solve's
+        # factors, whose chords contract ~1e-4 per iteration, or no such rate yet) ρ = min(ρ_k, ρ_{k−1}),
         # s_k = min(‖δ_k‖, ρ_{k−1}‖δ_{k−1}‖), ρ_{k−1} only a chord iteration's rate (``partner``;
         # ∞ for the first chord after a Newton correction, whose ratio to it is Newton's contraction)
         pair = (k > 0) & (jnp.isfinite(last_rate) | ~fresh)  # rate: a chord iteration's (not after Newton)
@@ -378,9 +368,8 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         # (fresh factors, last_rate ∞) the ratio is Newton's quadratic contraction, which
         # understates the chord's rate ‖I − J_old⁻¹J‖ when the error lies mostly in unknowns the
         # residual is linear in (the multipliers: Newton removes their error exactly, yet they
-        # change J); accepting there left errors of one sign (a heavy top with the extrapolated
-        # guess at Δt = 2.5e-4: energy drift 2.6e-18 per step, 2.1e-13 over 8·10⁴ steps; 4e-14,
-        # no drift, with one more chord)
+        # change J); accepting there would leave errors of one sign, and the energy would drift
+        # (measurements: benchmarks/results/defaults.md, section ``CHORD_ERROR``)
         bound = chord_error if turn is None else jnp.where(fresh, chord_error, CHORD_ERROR_CARRIED)
         chord_ok = small & (rho < 1.0) & (leftover <= bound) & pair
         # a chord correction that contracts fast enough is as good as a Newton one and saves the

@@ -128,17 +128,18 @@ def rotor_weights(state: State, dp, dtheta):
 @jax.custom_jvp
 def node_velocity(dq, v0, h):
     """v_{n+1} = 2Δq/h − v_n (n,) of the increment Δq (n,), the velocity v_n (n,) and the step h (s),
-    rounded once: within half an ulp and without bias. Written out, fl(fl(2Δq/h) − v_n) rounds
-    twice, and XLA divides by h or multiplies by fl(1/h), depending on the code around; neither
-    first rounding is random: when 1/h has few significant bits (h a round decimal:
-    1/0.01 = 100 (1 − 2.1e-17)), 2Δq/h lies on a coarse grid of fractions of an ulp, shifted by the
-    same relative amount every step, and the error has a mean with the sign of v̄ = (v_n + v_{n+1})/2,
-    so the kinetic energy too (random data at h = 0.01, |v̄| ~ 2.5: 3.5 % of an ulp with fl(1/h),
-    22 % against 2Δq/h; here < 0.1 %). Where Newton's last residual saw the stored velocity it
-    absorbs the bias; the reduced backend's increments are the image of its last correction, and a
-    pendulum's energy rose 2.4e-17 J per step over 10⁵ steps. Here the quotient a ≈ 2Δq/h keeps its
-    remainder 2Δq − a h (exact, by Dekker's product) and a − v_n its rounding (Knuth's TwoSum), and
-    both are added before the last rounding."""
+    rounded once: within half an ulp and without bias. The quotient a ≈ 2Δq/h keeps its remainder
+    2Δq − a h (exact, by Dekker's product) and a − v_n its rounding (Knuth's TwoSum), and both are
+    added before the last rounding.
+
+    Written out, fl(fl(2Δq/h) − v_n) rounds twice, and XLA divides by h or multiplies by fl(1/h),
+    depending on the code around; neither first rounding is random: when 1/h has few significant
+    bits (h a round decimal: 1/0.01 = 100 (1 − 2.1e-17)), 2Δq/h lies on a coarse grid of fractions
+    of an ulp, shifted by the same relative amount every step, and the error has a mean with the
+    sign of v̄ = (v_n + v_{n+1})/2, and so has the kinetic energy's. Where Newton's last residual saw
+    the stored velocity it absorbs the bias; where it did not (the reduced backend's increments are
+    the image of its last correction) the energy would drift (measurements:
+    benchmarks/results/defaults.md, section ``node_velocity``)."""
     inverse = 1.0 / h
     x = 2.0 * dq
     a = x * inverse
@@ -198,9 +199,9 @@ def advance(model: Model, state: State, t, h, dq, dp, dtheta, multipliers, newto
     plainly, q_{n+1} = fl(q_n + Δq) moves the configuration by up to ulp(q)/2 per step unseen by
     the velocity v_{n+1} = 2Δq/h − v_n; the constraint forces do work Gᵀλ·δq on that
     displacement, and the rounding is not independent of the constraint directions (on the heavy
-    top it pushes the directors outward, d·δq ≈ +1e-18 per step on average), so the energy
-    drifted linearly, ≈ 1e-17 J per step whatever the Newton tolerance. Compensated, the energy
-    error is a random walk (heavy top: 5e-13 J after 10⁶ steps instead of 1e-11 J).
+    top it pushes the directors outward, d·δq ≈ +1e-18 per step on average), so the energy would
+    drift linearly, ≈ 1e-17 J per step whatever the Newton tolerance. Compensated, the energy
+    error is a random walk (heavy top: 5e-13 J after 10⁶ steps, against 1e-11 J rounded plainly).
     """
     iterations, converged, history = newton_result
     q0, v0 = state.q, state.v
