@@ -19,9 +19,14 @@ import numpy as np
 
 def pin_to_core0():
     """Pin this thread (pid 0) and every thread started so far to CPU 0; later threads inherit it."""
-    os.sched_setaffinity(0, {0})
+    pin_to_cores({0})
+
+
+def pin_to_cores(cores):
+    """Pin this thread and every thread started so far to ``cores`` (a set of CPU numbers)."""
+    os.sched_setaffinity(0, set(cores))
     for tid in os.listdir("/proc/self/task"):
-        os.sched_setaffinity(int(tid), {0})
+        os.sched_setaffinity(int(tid), set(cores))
 
 
 def import_exudyn():
