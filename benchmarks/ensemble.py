@@ -2,9 +2,11 @@
 Python loop of single cs.simulate calls and against MuJoCo's batched rollout, on one core and on
 two, in the same run.
 
-    taskset -c 0 python benchmarks/ensemble.py     # writes benchmarks/results/ensemble.md
+    python benchmarks/ensemble.py     # writes benchmarks/results/ensemble.md
 
-Pinned to CPU 0 at start (os.sched_setaffinity). Every member is ``conserve.problems.HeavyTop``
+Pinned to CPU 0 at start (os.sched_setaffinity, and OpenBLAS to one thread); the two-core runs
+below in processes of their own, and MuJoCo's two-thread rollout on CPUs 0 and 1. Run it without
+``taskset -c 0``, which would confine those too. Every member is ``conserve.problems.HeavyTop``
 with its spin about the figure axis raised by ε·ω_s, ε evenly in [−1 %, +1 %]; T = 1 s at
 Δt = 1e-3 (1,000 steps), director backend, default options but
 ``compile="optimized"`` (``COMPILE``) on both sides.
@@ -29,11 +31,12 @@ scale of its initial velocity, through ``cs.trajectory`` (an implicit-function s
 each step recomputed in the backward pass), against the forward ``cs.trajectory`` alone; both
 jitted, best of 5 after compilation.
 
-Two cores (skipped on a one-core machine): the compiled ``cs.simulate_batch`` of all members with
-every thread of the process allowed on CPUs 0 and 1 (XLA's own threads; conserve has no option
-to split an ensemble across cores), and two processes (``multiprocessing``, spawned), each pinned
-to its own core and running ``cs.simulate_batch`` on half the members: each compiles and warms up,
-then both start at a barrier; wall time from the barrier until both have finished. The issue's
+Two cores (skipped on a one-core machine), each in spawned processes (``multiprocessing``) pinned
+before jax starts, so that XLA and OpenBLAS size their thread pools for the cores they get: one
+process on CPUs 0 and 1 running ``cs.simulate_batch`` of all members (what XLA's threads make of
+two cores; conserve has no option to split an ensemble across cores), and two processes, one per
+core, each running ``cs.simulate_batch`` on half the members. Each process compiles and warms up,
+then all start at a barrier; wall time from the barrier until all have finished. The issue's
 target: 1,000 tops on two cores ≥ 1.8× the throughput of the loop of single runs on one core.
 
 MuJoCo (optional, ``pip install -e '.[bench]'``): the same 1,000 tops (the MJCF ball-joint top of
@@ -131,23 +134,11 @@ def short_run(assembly, members, t_end, backend="director"):
     return float(np.mean(walls)), float(np.median(batches))
 
 
-def two_core_batch(assembly, members):
-    """Wall time s of a compiled cs.simulate_batch of all members with every thread allowed on
-    both cores (XLA's thread pool), then pinned back to CPU 0."""
-    pin_to_cores(TWO_CORES)
-    try:
-        cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE)
-        tic = time.perf_counter()
-        cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE)
-        return time.perf_counter() - tic
-    finally:
-        pin_to_core0()
-
-
-def _half(core, lo, hi, n, barrier, results):
-    """One of two processes: pinned to ``core``, cs.simulate_batch of members lo…hi of n, compiled
-    and warmed before the barrier; the timed call after it."""
-    pin_to_cores({core})
+def _worker(cores, lo, hi, n, barrier, results):
+    """A spawned process pinned to ``cores`` before jax starts (so XLA and OpenBLAS size their
+    thread pools for them): cs.simulate_batch of members lo…hi of n, compiled and warmed before the
+    barrier, the timed call after it."""
+    pin_to_cores(cores)
     assembly = HeavyTop().system().assemble()
     members = states(assembly, n)[lo:hi]
     cs.simulate_batch(assembly, T, DT, initial_states=members, compile=COMPILE)
@@ -157,14 +148,12 @@ def _half(core, lo, hi, n, barrier, results):
     results.put(time.perf_counter() - tic)
 
 
-def two_processes():
-    """(wall s from the barrier until both halves are done, [each half's own s]) of two spawned
-    processes, one per core, each running cs.simulate_batch on half the members."""
+def spawned(jobs):
+    """(wall s from the barrier until every job is done, [each job's own s]) of one spawned process
+    per job (cores, first member, end member), all started together at a barrier."""
     ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(3), ctx.Queue()
-    halves = [(0, MEMBERS // 2), (MEMBERS // 2, MEMBERS)]
-    procs = [ctx.Process(target=_half, args=(core, lo, hi, MEMBERS, barrier, results))
-             for core, (lo, hi) in zip(sorted(TWO_CORES), halves)]
+    barrier, results = ctx.Barrier(len(jobs) + 1), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(cores, lo, hi, MEMBERS, barrier, results)) for cores, lo, hi in jobs]
     for p in procs:
         p.start()
     barrier.wait(timeout=900)
@@ -174,6 +163,19 @@ def two_processes():
     for p in procs:
         p.join()
     return wall, walls
+
+
+def two_core_batch():
+    """Wall time s of cs.simulate_batch of all members in a process pinned to both cores from its
+    start (XLA's and OpenBLAS's threads on both)."""
+    return spawned([(TWO_CORES, 0, MEMBERS)])[0]
+
+
+def two_processes():
+    """(wall s, [each half's s]) of two processes, one per core, each running cs.simulate_batch on
+    half the members."""
+    half = MEMBERS // 2
+    return spawned([({core}, lo, hi) for core, (lo, hi) in zip(sorted(TWO_CORES), ((0, half), (half, MEMBERS)))])
 
 
 def mujoco_members(mj):
@@ -216,7 +218,7 @@ def cores_and_mujoco(loop_total, wall, batch_two, procs_two, halves, mj, mj_wall
     steps = MEMBERS * round(T / DT)
     rows = [("loop of cs.simulate (as above)", 1, loop_total), ("cs.simulate_batch, compiled (as above)", 1, wall)]
     if batch_two is not None:
-        rows += [("cs.simulate_batch, every thread allowed on CPUs 0 and 1", 2, batch_two),
+        rows += [("cs.simulate_batch in one process on CPUs 0 and 1 (XLA's threads)", 2, batch_two),
                  (f"two processes, one per core, each cs.simulate_batch of {MEMBERS // 2} members "
                   f"(halves {', '.join(f'{h:.1f}' for h in halves)} s)", 2, procs_two)]
     for threads, w in mj_walls.items():
@@ -288,14 +290,14 @@ def main():
     steps = MEMBERS * round(T / DT)
     loop_total = per_call * MEMBERS
     two = os.cpu_count() >= 2
-    batch_two = two_core_batch(assembly, members) if two else None
+    batch_two = two_core_batch() if two else None
     procs_two, halves = two_processes() if two else (None, None)
     mj = import_mujoco()
     mj_walls, mj_E0, mj_drift = mujoco_ensemble(mj) if mj is not None else ({}, {}, None)
     lines = [
         "# Ensemble: 1,000 heavy tops, cs.simulate_batch vs a loop of cs.simulate and MuJoCo's rollout", "",
         f"Same machine, same run, pinned to CPU {sorted(os.sched_getaffinity(0))} (os.sched_setaffinity; "
-        "run with `taskset -c 0 python benchmarks/ensemble.py`), load average at start "
+        "run with `python benchmarks/ensemble.py`; the two-core runs on CPUs 0 and 1), load average at start "
         f"{load:.2f}; conserve {cs.__version__}, jax {jax.__version__}, "
         f"MuJoCo {mj.__version__ if mj else 'not installed'}. {MEMBERS} members, T = {T:g} s, "
         f"Δt = {DT:g} ({round(T / DT)} steps each), director backend, compile=\"{COMPILE}\" on both sides. "
