@@ -321,7 +321,8 @@ def same_problem_section(cons, exu_rows, mj_rows):
     lines = ["## Same problem?", "", f"Initial energy: conserve E0 = {E0:.15g} J"]
     for name, peer in (("Exudyn's (from its node sensors)", exu_rows), ("MuJoCo's (`data.energy`)", mj_rows)):
         if peer:
-            lines[-1] += f"; {name} differs by at most {max(abs(r['E0'] - E0) for r in peer.values()) / abs(E0):.1e}"
+            lines[-1] += (f"; {name} {next(iter(peer.values()))['E0']:.15g} J, differing by at most "
+                          f"{max(abs(r['E0'] - E0) for r in peer.values()) / abs(E0):.1e}")
     lines[-1] += " relative."
     if mj_rows:
         lines += ["", "MuJoCo RK4 against conserve and the exact precession (centre of mass over the "
