@@ -323,7 +323,7 @@ def same_problem_section(cons, exu_rows, mj_rows):
         if peer:
             lines[-1] += (f"; {name} {next(iter(peer.values()))['E0']:.15g} J, differing by at most "
                           f"{max(abs(r['E0'] - E0) for r in peer.values()) / abs(E0):.1e}")
-    lines[-1] += " relative."
+    lines[-1] += " relative." if exu_rows or mj_rows else "."
     if mj_rows:
         lines += ["", "MuJoCo RK4 against conserve and the exact precession (centre of mass over the "
                   f"{T_LONG:g} s runs, max over all steps of ‖x − x_other‖ / l):", "",
