@@ -323,7 +323,8 @@ def header(exu, mj, args):
             "",
             f"`taskset -c 0 python benchmarks/chain_scaling.py --sizes {' '.join(map(str, args.sizes))}` — "
             f"{args.steps} steps of Δt = {DT:g} s, same process, pinned to CPU {sorted(os.sched_getaffinity(0))}. "
-            f"{cpu[0] if cpu else 'CPU unknown'}, {os.cpu_count()} cores, load average at start "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu[0] if cpu else 'CPU unknown'}, "
+            f"{os.cpu_count()} cores, load average at start "
             f"{os.getloadavg()[0]:.2f} (1 min); conserve {cs.__version__}, jax {jax.__version__}, "
             f"Exudyn {exu.__version__ if exu else 'not installed'}, "
             f"MuJoCo {mj.__version__ if mj else 'not installed'}.",

@@ -235,7 +235,11 @@ def cores_and_mujoco(loop_total, wall, batch_two, procs_two, halves, mj, mj_wall
         ok = loop_total / best >= TARGET_TWO_CORES
         lines += [f"The issue's target, 1,000 tops on two cores ≥ {TARGET_TWO_CORES:g}× a loop of single runs on one "
                   f"core: **{loop_total / best:.2f}×** (the faster of the two two-core runs): "
-                  f"{'met' if ok else 'not met'}.", ""]
+                  f"{'met' if ok else 'not met'}. How free the second core was in this run: two processes of half the "
+                  f"members each took {max(halves) / wall:.2f}× the one-core ensemble's time (0.5 with a free "
+                  "second core; 1.0: the halves ran no faster than the whole, the second core was taken)"
+                  + (f"; MuJoCo's rollout gained {mj_walls[1] / mj_walls[2]:.2f}× from its second thread"
+                     if 2 in mj_walls else "") + ".", ""]
     if mj is None:
         return lines + ["MuJoCo not installed (pip install -e '.[bench]').", ""]
     E0 = {k: float(ensemble[k].energy.total[0]) for k in mj_E0}
@@ -297,7 +301,8 @@ def main():
     lines = [
         "# Ensemble: 1,000 heavy tops, cs.simulate_batch vs a loop of cs.simulate and MuJoCo's rollout", "",
         f"Same machine, same run, pinned to CPU {sorted(os.sched_getaffinity(0))} (os.sched_setaffinity; "
-        "run with `python benchmarks/ensemble.py`; the two-core runs on CPUs 0 and 1), load average at start "
+        "run with `python benchmarks/ensemble.py`; the two-core runs on CPUs 0 and 1), "
+        f"{time.strftime('%Y-%m-%d', time.gmtime())}, load average at start "
         f"{load:.2f}; conserve {cs.__version__}, jax {jax.__version__}, "
         f"MuJoCo {mj.__version__ if mj else 'not installed'}. {MEMBERS} members, T = {T:g} s, "
         f"Δt = {DT:g} ({round(T / DT)} steps each), director backend, compile=\"{COMPILE}\" on both sides. "

@@ -303,7 +303,8 @@ def header(exu, args):
     return ["# N-four-bar mechanism (IFToMM A02): conserve vs Exudyn", "",
             f"`taskset -c 0 python benchmarks/four_bars.py --sizes {' '.join(map(str, args.sizes))}` — Δt = "
             f"{args.dt:g} s, pinned to CPU {sorted(os.sched_getaffinity(0))}. {cpu[0] if cpu else 'CPU unknown'}, "
-            f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f} (1 min); conserve "
+            f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d', time.gmtime())}, load average at start "
+            f"{os.getloadavg()[0]:.2f} (1 min); conserve "
             f"{cs.__version__}, jax {jax.__version__}, Exudyn {exu.__version__ if exu else 'not installed'}.", "",
             "N loops of 1 m, 1 kg slender bars (2N + 1 links, 3N + 1 revolute joints about e3, 3N redundant "
             "constraint rows), gravity 9.81 along −y, B0 starting at 1 m/s along +x from the upright position. "

@@ -386,7 +386,8 @@ def header(exu, mj):
     return ["# Heavy top (P1): conserve vs Exudyn, MuJoCo and scipy DOP853", "",
             f"Same machine, same run, timings pinned to CPU {sorted(os.sched_getaffinity(0))} "
             "(os.sched_setaffinity at start; run with `taskset -c 0 python benchmarks/heavy_top.py`). "
-            f"{cpu[0] if cpu else 'CPU unknown'}, {os.cpu_count()} cores, load average at start "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu[0] if cpu else 'CPU unknown'}, "
+            f"{os.cpu_count()} cores, load average at start "
             f"{os.getloadavg()[0]:.2f}; conserve {cs.__version__}, "
             f"jax {jax.__version__}, Exudyn {exu.__version__ if exu else 'not installed'}, "
             f"MuJoCo {mj.__version__ if mj else 'not installed'}.", "",
