@@ -45,7 +45,7 @@ file): the crank angle θ(1 s) of each code is compared with it, and E0 with I �
 
 Timing: per N, every method is run once per round in ``--repeats`` (3) rounds (a noisy minute of a
 shared machine slows all alike), best round kept; the runs take ``steps(N)`` = clip(2000/N, 10, 200)
-steps of ``--dt`` (1e-3 s) from the upright start (the dense LU makes large N slow: about 1 s per
+steps of ``--dt`` (1e-3 s) from the upright start (the dense LU makes large N slow: about 0.5 s per
 step at N = 64). Energy error = max |E − E0|/|E0| over the timed run (conserve) and over the check
 run below. The log–log slope of µs/step against N is a least-squares fit over the sizes 8…64 run.
 
