@@ -1,4 +1,4 @@
-"""Benchmark: P1 heavy top, conserve (director EM) against Exudyn and scipy's DOP853 in the same run.
+"""Benchmark: P1 heavy top, conserve (director EM) against Exudyn, MuJoCo and scipy's DOP853 in the same run.
 
     taskset -c 0 python benchmarks/heavy_top.py     # writes benchmarks/results/heavy_top.md
 
@@ -21,13 +21,29 @@ its mass, inertia, tip-to-centre length l and initial state (steady precession) 
   relative tolerance 1e-8), 1 thread, no solution file, no sensors in timed runs, the
   ``exudynCPPfast`` module. Setup = building the model and ``mbs.Assemble``; time per step =
   the ``mbs.SolveDynamic`` call of a T = 2 s run / steps, best of 15 (a new model each), in rounds with conserve.
+* MuJoCo (optional, ``pip install -e '.[bench]'``): the same top as an MJCF body on a ball joint
+  at the tip (the body's frame at the tip, ``<inertial>`` at l d3 with the mass and the principal
+  inertia about the centre of mass), gravity −g e3, ``timestep`` = Δt; contacts and the
+  constraint solver off (the model has no constraints: the ball joint is its coordinates; 5–10 %
+  faster), no damping, armature or friction loss, ``eulerdamp`` off (no implicit damping in
+  Euler). Initial state:
+  the ball joint's quaternion = R0, its velocity = the body-frame angular velocity R0ᵀ ω.
+  Integrators ``RK4`` and ``Euler`` (semi-implicit: velocities first, positions with the new
+  velocities), the same Δt as conserve. Time per step = the wall time of one
+  ``mujoco.rollout.rollout`` call of a T = 2 s run (one MjData, so it runs on the calling thread:
+  no Python loop over ``mj_step``, no pool) / steps, best of 15 in the same rounds; setup = MJCF
+  compilation (``MjModel.from_xml_string``). Azimuth error, energy error and trajectory from the
+  rollout's states afterwards (``mj_kinematics`` for the centre of mass, ``mj_forward`` with
+  ``mjENBL_ENERGY`` for the energy, kinetic + gravitational). A run whose state MuJoCo resets
+  (its warning "Nan, Inf or huge value in QACC") is reported as diverged at that time.
 * Peer: solve_ivp(DOP853) on the hand-written equations about the fixed tip
   (R' = R Ω̂, J_o Ω' = −Ω × J_o Ω + Rᵀ(l d3 × (−m g e3)), J_o = J_c + m l² (I − e3 e3ᵀ)).
 
 Accuracy: azimuth error of the centre of mass at T = 2 s against the exact steady precession.
 Energy error: max |E − E0|/|E0| over a 20 s run (for Exudyn from node sensors at every step:
-E = m v·v/2 + ω_bodyᵀ J ω_body/2 + m g z). Same problem: E0 of each code, and the centre-of-mass
-trajectories of the 20 s runs against each other and against the exact precession.
+E = m v·v/2 + ω_bodyᵀ J ω_body/2 + m g z; for MuJoCo ``data.energy``). Same problem: E0 of each
+code, and the centre-of-mass trajectories of the 20 s runs against each other and against the
+exact precession.
 """
 
 from __future__ import annotations
@@ -43,7 +59,8 @@ from scipy.spatial.transform import Rotation
 import conserve as cs
 from conserve.problems import HeavyTop
 
-from _peers import import_exudyn, pin_to_core0, solve_fixed_step
+from _peers import (import_exudyn, import_mujoco, mujoco_diverged, mujoco_energy, mujoco_positions,
+                    mujoco_state, pin_to_core0, rollout, solve_fixed_step)
 
 TOP = HeavyTop()
 OUT = Path(__file__).parent / "results" / "heavy_top.md"
@@ -51,6 +68,8 @@ DTS = (2e-3, 1e-3, 5e-4, 2.5e-4)
 T_ACC, T_LONG = 2.0, 20.0
 RHO = 0.8  # generalized-α spectral radius at infinity
 SOLVERS = ("generalized-α", "trapezoidal")
+MJ_INTEGRATORS = ("RK4", "Euler")  # MuJoCo's explicit RK4 and semi-implicit Euler
+MJ_TARGET_DT, MJ_TARGET = 2e-3, 0.8  # the issue's target: conserve ≤ 0.8× MuJoCo RK4 per step at Δt = 2e-3
 REPEATS, ROUNDS = 3, 5  # best of REPEATS runs in each of ROUNDS rounds over every method: a shared machine
 # slows single runs up to 2× for minutes, so each method is timed in every round, not all its runs at once
 
@@ -190,6 +209,54 @@ def run_exudyn(exu, solver, dt, rho=RHO):
             "E0": float(E[0]), "x": x, "t": t}
 
 
+# ---------------------------------------------------------------- MuJoCo
+def mjcf(dt, integrator):
+    """The top as MJCF: a body on a ball joint at the tip (the origin), its centre of mass at l d3."""
+    J = [float(j) for j in TOP.inertia]
+    return f"""<mujoco model="heavy top">
+  <option timestep="{dt!r}" gravity="0 0 {-float(TOP.g)!r}" integrator="{integrator}">
+    <flag contact="disable" constraint="disable" eulerdamp="disable"/>
+  </option>
+  <worldbody>
+    <body name="top">
+      <joint name="tip" type="ball" damping="0" armature="0" frictionloss="0"/>
+      <inertial pos="0 0 {float(TOP.l)!r}" mass="{float(TOP.mass)!r}" diaginertia="{J[0]!r} {J[1]!r} {J[2]!r}"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def mujoco_top(mj, dt, integrator):
+    """(model, initial full-physics state, setup s): the ball joint at R0, body-frame ω = R0ᵀ ω."""
+    tic = time.perf_counter()
+    model = mj.MjModel.from_xml_string(mjcf(dt, integrator))
+    setup = time.perf_counter() - tic
+    R0, omega, _ = initial_state()
+    data = mj.MjData(model)
+    x, y, z, w = Rotation.from_matrix(R0).as_quat()
+    data.qpos[:] = [w, x, y, z]
+    data.qvel[:] = R0.T @ omega
+    return model, mujoco_state(mj, model, data), setup
+
+
+def run_mujoco(mj, integrator, dt):
+    model, state0, setup = mujoco_top(mj, dt, integrator)
+    n = int(round(T_ACC / dt))
+    wall = min(rollout(mj, model, state0, n)[0] for _ in range(REPEATS))
+    n_long = int(round(T_LONG / dt))
+    states = np.concatenate([state0[None], rollout(mj, model, state0, n_long)[1][0]])  # nodes 0 … n_long
+    diverged = mujoco_diverged(states[None, 1:], dt)
+    label = {"RK4": "MuJoCo RK4", "Euler": "MuJoCo Euler (semi-implicit)"}[integrator]
+    row = {"method": label, "integrator": integrator, "setting": f"dt = {dt:g}", "steps": n, "wall": wall,
+           "per_step": wall / n, "setup": f"{1e3 * setup:.1f} ms MJCF compile", "newton": None,
+           "E0": float(mujoco_energy(mj, model, states[:1])[0]), "diverged": diverged}
+    if diverged is not None:
+        return {**row, "err": np.nan, "drift": np.nan}
+    t, x = states[:, 0], mujoco_positions(mj, model, states, ("body", "top"))
+    E = mujoco_energy(mj, model, states)
+    return {**row, "err": azimuth_error(t[:n + 1], x[:n + 1]), "drift": energy_error(E), "x": x, "t": t}
+
+
 # ---------------------------------------------------------------- report
 def newton_cell(r):
     if r["newton"] is None:
@@ -201,8 +268,12 @@ def results_table(rows):
     lines = ["| method | setting | steps | azimuth error T=2 [rad] | whole run T=2 [ms] | time/step [µs] "
              f"| compile / setup | Newton it./step | energy error ({T_LONG:g} s) |", "|---" * 9 + "|"]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['setting']} | {r['steps']} | {r['err']:.2e} | {1e3 * r['wall']:.1f} | "
-                     f"{1e6 * r['per_step']:.1f} | {r['setup']} | {newton_cell(r)} | {r['drift']:.1e} |")
+        if r.get("diverged") is not None:
+            err = drift = f"diverged at t = {r['diverged']:g} s"
+        else:
+            err, drift = f"{r['err']:.2e}", f"{r['drift']:.1e}"
+        lines.append(f"| {r['method']} | {r['setting']} | {r['steps']} | {err} | {1e3 * r['wall']:.1f} | "
+                     f"{1e6 * r['per_step']:.1f} | {r['setup']} | {newton_cell(r)} | {drift} |")
     return lines
 
 
@@ -222,20 +293,56 @@ def ratio_section(cons, exu_rows):
     return lines + [""]
 
 
+def mujoco_ratio_section(cons, mj_rows):
+    lines = ["## conserve vs MuJoCo RK4, per step", "",
+             "Ratio = conserve µs/step (its faster code generation at that dt) ÷ MuJoCo RK4 µs/step (one "
+             "`mujoco.rollout` call on the calling thread) at the same dt. MuJoCo's semi-implicit Euler is in the "
+             f"table above. The issue's target: ratio ≤ {MJ_TARGET:g} at dt = {MJ_TARGET_DT:g}.", "",
+             "| dt | conserve µs/step | MuJoCo RK4 µs/step | MuJoCo Euler µs/step | **conserve ÷ RK4** | "
+             "azimuth error conserve / RK4 | energy error conserve / RK4 | target |", "|---" * 8 + "|"]
+    for dt, c in cons.items():
+        rk, eu = mj_rows[("RK4", dt)], mj_rows[("Euler", dt)]
+        ratio = c["per_step"] / rk["per_step"]
+        target = ("met" if ratio <= MJ_TARGET else "not met") if dt == MJ_TARGET_DT else "—"
+        rk_err = "diverged" if rk["diverged"] is not None else f"{rk['err']:.1e}"
+        rk_drift = "diverged" if rk["diverged"] is not None else f"{rk['drift']:.1e}"
+        lines.append(f"| {dt:g} | {1e6 * c['per_step']:.1f} | {1e6 * rk['per_step']:.2f} | {1e6 * eu['per_step']:.2f} "
+                     f"| **{ratio:.2f}** | {c['err']:.1e} / {rk_err} | {c['drift']:.0e} / {rk_drift} | {target} |")
+    return lines + [""]
+
+
 def com_distance(a, b):
     """max over steps of ‖a − b‖ / l for two centre-of-mass trajectories."""
     return float(np.max(np.linalg.norm(a - b, axis=1)) / TOP.l)
 
 
-def same_problem_section(cons, exu_rows):
+def same_problem_section(cons, exu_rows, mj_rows):
     E0 = next(iter(cons.values()))["E0"]
-    dE0 = max(abs(r["E0"] - E0) for r in exu_rows.values()) / abs(E0)
-    lines = ["## Same problem?", "",
-             f"Initial energy: conserve E0 = {E0:.15g} J; Exudyn's (from its node sensors) differs by at most "
-             f"{dE0:.1e} relative. Centre-of-mass trajectories of the {T_LONG:g} s runs, max over all steps of "
-             "‖x − x_other‖ / l (l = tip-to-centre length); 'exact' = the steady precession.", "",
-             "| dt | conserve − exact | Exudyn GA − exact | Exudyn trapezoidal − exact | Exudyn GA − conserve "
-             "| Exudyn trapezoidal − conserve |", "|---|---|---|---|---|---|"]
+    lines = ["## Same problem?", "", f"Initial energy: conserve E0 = {E0:.15g} J"]
+    for name, peer in (("Exudyn's (from its node sensors)", exu_rows), ("MuJoCo's (`data.energy`)", mj_rows)):
+        if peer:
+            lines[-1] += (f"; {name} {next(iter(peer.values()))['E0']:.15g} J, differing by at most "
+                          f"{max(abs(r['E0'] - E0) for r in peer.values()) / abs(E0):.1e}")
+    lines[-1] += " relative." if exu_rows or mj_rows else "."
+    if mj_rows:
+        lines += ["", "MuJoCo RK4 against conserve and the exact precession (centre of mass over the "
+                  f"{T_LONG:g} s runs, max over all steps of ‖x − x_other‖ / l):", "",
+                  "| dt | MuJoCo RK4 − exact | MuJoCo RK4 − conserve |", "|---|---|---|"]
+        for dt, c in cons.items():
+            r = mj_rows[("RK4", dt)]
+            if r["diverged"] is not None:
+                lines.append(f"| {dt:g} | diverged at t = {r['diverged']:g} s | — |")
+                continue
+            if not np.allclose(r["t"], c["t"]):
+                raise RuntimeError(f"MuJoCo times at dt={dt:g} do not match conserve's steps")
+            lines.append(f"| {dt:g} | {com_distance(r['x'], exact_com(c['t'])):.1e} | "
+                         f"{com_distance(r['x'], c['x']):.1e} |")
+    if not exu_rows:
+        return lines + [""]
+    lines += ["", f"Exudyn: centre-of-mass trajectories of the {T_LONG:g} s runs, max over all steps of "
+              "‖x − x_other‖ / l (l = tip-to-centre length); 'exact' = the steady precession.", "",
+              "| dt | conserve − exact | Exudyn GA − exact | Exudyn trapezoidal − exact | Exudyn GA − conserve "
+              "| Exudyn trapezoidal − conserve |", "|---|---|---|---|---|---|"]
     diff = {}
     for dt, c in cons.items():
         runs = [exu_rows[(s, RHO, dt)] for s in SOLVERS]
@@ -258,8 +365,8 @@ def equal_accuracy_lines(rows):
     lines = ["## Equal accuracy (whole run T = 2 s)", ""]
     cons = [r for r in rows if r["method"].startswith("conserve")]
     for r in rows:
-        if r["method"].startswith("conserve"):
-            continue
+        if r["method"].startswith("conserve") or r.get("diverged") is not None or r["drift"] >= 1:
+            continue  # not a solution of the problem: diverged, or its energy grew beyond 100 %
         ok = [c for c in cons if c["err"] <= r["err"]]
         if ok:
             c = min(ok, key=lambda c: c["wall"])
@@ -272,23 +379,26 @@ def equal_accuracy_lines(rows):
     return lines + [""]
 
 
-def header(exu):
+def header(exu, mj):
     import jax
     cpu = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
            if ln.startswith("model name")]
-    return ["# Heavy top (P1): conserve vs Exudyn and scipy DOP853", "",
+    return ["# Heavy top (P1): conserve vs Exudyn, MuJoCo and scipy DOP853", "",
             f"Same machine, same run, timings pinned to CPU {sorted(os.sched_getaffinity(0))} "
             "(os.sched_setaffinity at start; run with `taskset -c 0 python benchmarks/heavy_top.py`). "
-            f"{cpu[0] if cpu else 'CPU unknown'}, {os.cpu_count()} cores, load average at start "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu[0] if cpu else 'CPU unknown'}, "
+            f"{os.cpu_count()} cores, load average at start "
             f"{os.getloadavg()[0]:.2f}; conserve {cs.__version__}, "
-            f"jax {jax.__version__}, Exudyn {exu.__version__ if exu else 'not installed'}.", "",
+            f"jax {jax.__version__}, Exudyn {exu.__version__ if exu else 'not installed'}, "
+            f"MuJoCo {mj.__version__ if mj else 'not installed'}.", "",
             "Accuracy = azimuth error of the centre of mass at T = 2 s against the exact steady precession; "
             f"energy error = max |E − E0|/|E0| over {T_LONG:g} s. Time per step after compilation (conserve) / "
-            f"setup (Exudyn), best of {REPEATS * ROUNDS} in {ROUNDS} rounds over all methods. "
+            "setup (Exudyn, MuJoCo; MuJoCo timed as one `mujoco.rollout` call on the calling thread), best of "
+            f"{REPEATS * ROUNDS} in {ROUNDS} rounds over all methods. "
             "Method details in the docstring of benchmarks/heavy_top.py.", ""]
 
 
-def reading(cons, exu_rows, dop):
+def reading(cons, exu_rows, mj_rows, dop):
     c, g, g9 = cons[1e-3], exu_rows.get(("generalized-α", RHO, 1e-3)), exu_rows.get(("generalized-α", 0.9, 1e-3))
     lines = ["## Reading", ""]
     if g is not None:
@@ -303,6 +413,21 @@ def reading(cons, exu_rows, dop):
         lines.append(f"- At the same dt, azimuth error conserve {c['err']:.1e} vs Exudyn generalized-α {g['err']:.1e}; "
                      f"energy error over {T_LONG:g} s {c['drift']:.0e} vs {g['drift']:.0e} (generalized-α with ρ∞ < 1 "
                      "dissipates; the trapezoidal rule on Euler parameters does not conserve it either).")
+    rk = mj_rows.get(("RK4", MJ_TARGET_DT))
+    if rk is not None:
+        c2 = cons[MJ_TARGET_DT]
+        eu = [r for (i, _), r in mj_rows.items() if i == "Euler"]
+        stable = [r for r in eu if r["diverged"] is None and r["drift"] < 1]
+        lines.append(f"- MuJoCo RK4 at dt = {MJ_TARGET_DT:g}: {1e6 * rk['per_step']:.1f} µs per step (four evaluations "
+                     "of the top's dynamics in one `mujoco.rollout`) against conserve's "
+                     f"{1e6 * c2['per_step']:.1f} µs: "
+                     f"ratio {c2['per_step'] / rk['per_step']:.2f} (target ≤ {MJ_TARGET:g}); its energy error "
+                     + ("diverged" if rk["diverged"] is not None else f"{rk['drift']:.0e}")
+                     + f" over {T_LONG:g} s (RK4 does not conserve energy). MuJoCo's semi-implicit Euler "
+                     + (f"diverges or blows up (energy error > 100 %) at every dt here (the top spins at ω_s = "
+                        f"{TOP.omega_s:.0f} rad/s)" if not stable
+                        else "keeps its energy error below 100 % only at dt = "
+                        + ", ".join(r["setting"][5:] for r in stable)) + ".")
     d = min(dop, key=lambda r: r["err"])
     lines.append(f"- DOP853 (8th order) on the hand-written reduced equations reaches {d['err']:.0e} in {d['steps']} "
                  f"steps at {1e6 * d['per_step']:.0f} µs per step (a Python right-hand side); its energy error "
@@ -310,18 +435,21 @@ def reading(cons, exu_rows, dop):
     return lines
 
 
-def timed_rounds(exu):
-    """conserve's rows and Exudyn's (keyed by solver, ρ∞, dt), each method timed in ROUNDS rounds:
-    the first round's rows with the fastest round's wall and per-step times."""
+def timed_rounds(exu, mj):
+    """conserve's rows, Exudyn's (keyed by solver, ρ∞, dt) and MuJoCo's (keyed by integrator, dt),
+    each method timed in ROUNDS rounds: the first round's rows with the fastest round's wall and
+    per-step times."""
     runs = [(s, RHO, dt) for s in SOLVERS for dt in DTS] + [("generalized-α", 0.9, 1e-3)]
     first = None
     for _ in range(ROUNDS):
         rows = [run_conserve(dt, mode) for mode in ("optimized", "quick") for dt in DTS]
         exu_rows = {} if exu is None else {(s, rho, dt): run_exudyn(exu, s, dt, rho) for s, rho, dt in runs}
+        mj_rows = {} if mj is None else {(i, dt): run_mujoco(mj, i, dt) for i in MJ_INTEGRATORS for dt in DTS}
         if first is None:
-            first = rows, exu_rows
+            first = rows, exu_rows, mj_rows
             continue
-        for kept, new in zip(first[0] + list(first[1].values()), rows + list(exu_rows.values())):
+        for kept, new in zip(first[0] + list(first[1].values()) + list(first[2].values()),
+                             rows + list(exu_rows.values()) + list(mj_rows.values())):
             if new["per_step"] < kept["per_step"]:
                 kept["wall"], kept["per_step"] = new["wall"], new["per_step"]
     return first
@@ -329,21 +457,26 @@ def timed_rounds(exu):
 
 def main():
     pin_to_core0()
-    exu = import_exudyn()
+    exu, mj = import_exudyn(), import_mujoco()
     t_start = time.perf_counter()
-    lines = header(exu)
-    rows, exu_rows = timed_rounds(exu)
+    lines = header(exu, mj)
+    rows, exu_rows, mj_rows = timed_rounds(exu, mj)
     cons = {dt: min((r for r in rows if r["setting"] == f"dt = {dt:g}"), key=lambda r: r["per_step"])
             for dt in DTS}  # the faster code generation at each dt: the per-step comparison
-    rows += list(exu_rows.values())
+    rows += list(exu_rows.values()) + list(mj_rows.values())
     dop = [run_dop(rtol) for rtol in (1e-6, 1e-8, 1e-10)]
     rows += dop
     lines += results_table(rows) + [""]
     if exu is None:
         lines += ["Exudyn not installed (pip install -e '.[bench]').", ""]
     else:
-        lines += ratio_section(cons, exu_rows) + same_problem_section(cons, exu_rows)
-    lines += equal_accuracy_lines(rows) + reading(cons, exu_rows, dop)
+        lines += ratio_section(cons, exu_rows)
+    if mj is None:
+        lines += ["MuJoCo not installed (pip install -e '.[bench]').", ""]
+    else:
+        lines += mujoco_ratio_section(cons, mj_rows)
+    lines += same_problem_section(cons, exu_rows, mj_rows)
+    lines += equal_accuracy_lines(rows) + reading(cons, exu_rows, mj_rows, dop)
     lines += ["", f"Benchmark wall time: {time.perf_counter() - t_start:.0f} s."]
     OUT.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
