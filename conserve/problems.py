@@ -257,23 +257,30 @@ def _bar(name, start, end, mass=1.0, radius=0.01, omega=(0.0, 0.0, 0.0), pivot=N
                      orientation=R, angular_velocity=omega, velocity=np.asarray(v_pivot) + np.cross(omega, centre - pivot))
 
 
-def double_four_bar(crank_speed=1.0, g=(0.0, -G, 0.0)) -> System:
-    """P7: five bars (mass 1, length 1) in the x–y plane: three parallel cranks on ground pivots at
-    x = 0, 1, 2 and two couplers joining their tips, all revolute about e3. In 3-D the two planar
-    loops make 6 of the 65 constraint equations redundant; the mechanism has 1 degree of freedom.
-    Initial state: cranks hanging down (−y), turning at ``crank_speed`` rad/s. (Raised to the
-    horizontal the parallelograms would be collinear: a change point where the Jacobian is
-    singular; speed 1 cannot get there against gravity.)"""
+def four_bars(loops=2, crank_speed=1.0, g=(0.0, -G, 0.0)) -> System:
+    """The N-four-bar linkage: ``loops`` + 1 parallel cranks (mass 1, length 1) on ground pivots at
+    x = 0, 1, …, N and N couplers joining their tips, all revolute about e3, in the x–y plane
+    (the IFToMM benchmark's N four-bar mechanism: 2N + 1 bars, 3N + 1 revolute joints, one degree
+    of freedom). In 3-D each planar loop makes 3 of its constraint equations redundant (3N in all,
+    dropped at assembly). Initial state: cranks hanging down (−y), turning at ``crank_speed``
+    rad/s. (Raised to the horizontal the parallelograms would be collinear: a change point where
+    the Jacobian is singular; speed 1 cannot get there against gravity.)"""
     w = np.array([0.0, 0.0, crank_speed])
     tip_velocity = np.cross(w, [0.0, -1.0, 0.0])
-    cranks = [_bar(f"crank{i}", [i, 0.0, 0.0], [i, -1.0, 0.0], omega=w) for i in range(3)]
-    couplers = [_bar(f"coupler{i}", [i, -1.0, 0.0], [i + 1, -1.0, 0.0], v_pivot=tip_velocity) for i in range(2)]
+    cranks = [_bar(f"crank{i}", [i, 0.0, 0.0], [i, -1.0, 0.0], omega=w) for i in range(loops + 1)]
+    couplers = [_bar(f"coupler{i}", [i, -1.0, 0.0], [i + 1, -1.0, 0.0], v_pivot=tip_velocity) for i in range(loops)]
     ez = [0.0, 0.0, 1.0]
     joints = [Revolute(ground, c, at=[i, 0.0, 0.0], axis=ez, name=f"ground-crank{i}") for i, c in enumerate(cranks)]
     for i, c in enumerate(couplers):
         joints += [Revolute(cranks[i], c, at=[i, -1.0, 0.0], axis=ez, name=f"crank{i}-coupler{i}"),
                    Revolute(cranks[i + 1], c, at=[i + 1, -1.0, 0.0], axis=ez, name=f"crank{i + 1}-coupler{i}")]
     return System([*cranks, *couplers, *joints, Gravity(g)])
+
+
+def double_four_bar(crank_speed=1.0, g=(0.0, -G, 0.0)) -> System:
+    """P7: the N-four-bar linkage of two loops (:func:`four_bars`): five bars, three parallel cranks
+    and two couplers; in 3-D 6 of the 65 constraint equations are redundant."""
+    return four_bars(2, crank_speed, g)
 
 
 def double_pendulum(spin=2.0) -> System:

@@ -31,9 +31,11 @@ class Director(StepBackend):
 
     ``linear`` chooses the Newton matrix's linear algebra (:mod:`conserve.discrete.linear`):
     "auto" (default) eliminates along the bodies' tree when the model's couplings form one of at
-    least ``TREE_MIN_NODES`` bodies (chains, trees: cost linear in the number of bodies) and uses
-    a dense LU otherwise: of a matrix formed from coloured derivatives
-    (:class:`~conserve.discrete.linear.Coloured`) for loops and small trees, of ``jax.jacfwd``'s
+    least ``TREE_MIN_NODES`` nodes (chains, trees, and chains of kinematic loops closed through
+    the ground such as the N-four-bar, each loop's closing joint and the two bodies it joins one
+    node: cost linear in the number of bodies and loops) and uses a dense LU otherwise: of a
+    matrix formed from coloured derivatives (:class:`~conserve.discrete.linear.Coloured`) for
+    other loops and small trees, of ``jax.jacfwd``'s
     for fewer than ``STRUCTURE_MIN_NODES`` bodies; "dense" (``jax.jacfwd``) and "tree" force one
     ("tree" refuses a model that is not a tree). The structure is found by
     :meth:`prepare` (``simulate`` calls it); an unprepared backend, as in ``cs.step`` on a traced
@@ -45,13 +47,15 @@ class Director(StepBackend):
     the bodies' directors were D_old, serve as Q J Qᵀ with each body's rotation D_n D_oldᵀ since;
     the step equations are objective, so this misses J only by how the motion changed otherwise):
     True, False, or "auto" (default): carried with the plain dense LU (single bodies) and with the
-    tree solver (trees and chains), for a model without forces whose derivative changes with the
+    tree solver of a tree (not of loops), for a model without forces whose derivative changes with the
     configuration (``conserve.discrete.turning.turns_with_the_bodies``: no potentials but uniform
     gravity, no applied loads; a field's force gradient does not turn with the bodies, and carried
     chords then drift the energy). Carried factors pay on single bodies and trees; "auto" leaves
-    the coloured dense LU (loops, two or three bodies) without: there the bodies turn against each
-    other, a joint's rows can turn with only one of them, and the chords converge slowly, which
-    pays for some models and not for others — pass ``reuse=True`` for those (the P5 crane).
+    the coloured dense LU (loops, two or three bodies) and the tree solver of loops without: there
+    the bodies turn against each other, a joint's rows can turn with only one of them, the chords
+    converge slowly, which pays for some models and not for others, and their leftovers can drift
+    the energy (the 4-loop four-bar: −1.6e-14 relative over 10⁵ steps, against a random walk
+    within 4e-15 with fresh factors) — pass ``reuse=True`` where it pays (the P5 crane).
     Chords with carried factors are accepted only below
     :data:`~conserve.discrete.newton.CHORD_ERROR_CARRIED`, so the energy balance holds to
     round-off as with fresh factors (measurements: benchmarks/results/defaults.md, sections
@@ -87,11 +91,12 @@ class Director(StepBackend):
 
     def _reuses(self, model: Model):
         """Whether factors are carried across steps (``reuse``: "auto" with the plain dense LU and
-        with the tree solver, not the coloured LU, for a model whose Newton matrix turns with the
-        bodies, ``conserve.discrete.turning.turns_with_the_bodies``)."""
+        with the tree solver of a tree, not with the coloured LU nor a tree of loops, for a model
+        whose Newton matrix turns with the bodies, ``conserve.discrete.turning.turns_with_the_bodies``)."""
         if self.reuse != "auto":
             return self.reuse
-        return turns_with_the_bodies(model) and not isinstance(self.linear, Coloured)
+        loops = isinstance(self.linear, Coloured) or getattr(self.linear, "loops", False)
+        return turns_with_the_bodies(model) and not loops
 
     @property
     def _linear(self):
@@ -175,7 +180,7 @@ def _found_solver(backend, model: Model, state: State, tree_possible):
     tree = block_tree(jacobians, _nodes(model), columns=columns) if tree_possible else None
     if tree is None and backend.linear == "tree":
         raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
-                         "(a kinematic loop, or an element joining more than two bodies or distant ones); use "
+                         "(a loop of free bodies, or an element joining more than two bodies or distant ones); use "
                          "'auto' or 'dense'.")
     if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
         return tree

@@ -10,12 +10,13 @@ takes either):
 * :class:`Coloured`: the dense LU, J from compressed directional derivatives (Curtis, Powell
   and Reid 1974): unknowns that share no row of J take one colour, one derivative probes all
   unknowns of a colour, and each entry is read back from its column's probe. For systems whose
-  couplings are not a tree (kinematic loops) or cannot be eliminated along it, and for trees too
-  small to gain from the elimination: a double four-bar (119 unknowns) needs 21 derivatives
+  couplings are not a tree of nodes (a loop of free bodies) or cannot be eliminated along it, and
+  for trees too small to gain from the elimination: a double four-bar (119 unknowns) needs 21 derivatives
   instead of 119, the P5 crane 32 instead of 53.
 * :class:`BlockTree`: the unknowns grouped into *nodes* (a body with its internal and joint
-  multipliers and its rotors), whose couplings form a forest (chains, trees: every nonzero
-  J_ab joins a node to itself, its parent or a child). Its blocks are read from the same
+  multipliers and its rotors; a kinematic loop's closing joint with the two bodies it joins),
+  whose couplings form a forest (chains, trees, chains of loops closed through the ground: every
+  nonzero J_ab joins a node to itself, its parent or a child). Its blocks are read from the same
   compressed directional derivatives as the coloured solver's, coloured unknown by unknown: a
   chain of any length needs ~24 (b = 21 unknowns per bar), where colouring whole nodes (nodes at
   tree distance ≥ 3 sharing a colour) would need 3·b = 63, and a star of k bodies round a hub
@@ -32,8 +33,8 @@ reduced dense step's increments), whose solution's image it forms from the last 
 :func:`coloured` colours the unknowns from the Jacobian's sparsity pattern
 (:func:`sampled_pattern`, :func:`column_colours`; once per model structure, outside jit), and
 :func:`block_tree` finds the nodes and the tree, whose blocks it reads with those colours; it
-returns None when the couplings are not a forest (kinematic loops, a spring between distant
-bodies). Both read the
+returns None when the couplings are not a forest (a loop of free bodies, a spring between
+distant bodies). Both read the
 pattern off J at a few random points: an entry that vanishes at all of them although the model
 couples its unknowns (a force law switched off there) is read as zero, and Newton then converges
 slowly or fails (the residual is exact, so a converged step is right); ``linear="dense"`` serves.
@@ -292,6 +293,8 @@ class BlockTree(_Structure):
         unknowns of one colour share no row (:func:`column_colours`)
     reads : (3, N + 1, b, b) bool, the entries of the blocks D, U, L (see :meth:`jacobian`) that may
         be nonzero; the others are read as zero, not from a probe
+    loops : whether nodes close kinematic loops (a loop-closing joint and the bodies it joins,
+        :func:`_loop_nodes`): their bodies turn against each other
     kernel : invert the diagonal blocks by :func:`kernel_inverse` (Gauss–Jordan in XLA operations)
         instead of LAPACK (a library call), so that the Newton loop holds none and XLA compiles it
         as one kernel, as :class:`Dense`'s ``kernel``; the same pivots
@@ -302,13 +305,15 @@ class BlockTree(_Structure):
     levels: np.ndarray
     colour: np.ndarray
     reads: np.ndarray
+    loops: bool = False
     kernel: bool = field(default=False, kw_only=True)
     _key: bytes = field(init=False, repr=False)
 
     name = "tree"
 
     def _arrays(self):
-        return self.slots, self.parent, self.levels, self.colour, self.reads, np.asarray(self.kernel)
+        return (self.slots, self.parent, self.levels, self.colour, self.reads, np.asarray(self.loops),
+                np.asarray(self.kernel))
 
     @property
     def width(self):
@@ -431,11 +436,12 @@ def block_tree(jacobians, node, max_condition=1e10, columns=None):
     farther from the owner root among the two its row couples), the *elimination's* one the order.
     The owner root is the most anchored node (the most rows of its own: a body jointed to the
     ground), so every body carries the rows of the joint towards the ground, as in a kinematic
-    tree, and no body two joints' rows (a double-pinned bar's block is singular). Tried in turn:
-    (anchored, anchored), (anchored, centre) and (centre, centre), the centre being a node of
-    least eccentricity (for a free-floating tree); a rooting is used only if its elimination
-    passes the check (a loop closed through the ground, say, gives a body the rows of two joints
-    and a singular block: then the dense solver serves). Eliminating from the centre halves a
+    tree; a body that would hold more rows than it has coordinates (a crank on its ground pivot
+    whose tip closes a loop) makes one node with the joint whose rows it cannot hold and the body
+    across it (:func:`_loop_nodes`). Tried in turn: (anchored, anchored), (anchored, centre) and
+    (centre, centre), the centre being a node of least eccentricity (for a free-floating tree); a
+    rooting is used only if its elimination passes the check (a singular block: then the dense
+    solver serves). Eliminating from the centre halves a
     chain's sequential levels, but LAPACK's per-matrix cost on the CPU (~10 µs for b = 21,
     batched or not) makes it no faster, so the anchored root comes first.
 
@@ -515,12 +521,19 @@ def _component(adjacency, start):
 
 def _rooted(pattern, node, touch, adjacency, owners, roots, columns):
     """The BlockTree of the forest eliminated towards ``roots`` (one per tree), its free unknowns
-    joining the node farthest from ``owners`` (one per tree) among those they touch; or None."""
-    n, N = len(node), len(adjacency)
-    node = node.copy()
+    joining the node farthest from ``owners`` (one per tree) among those they touch, or a loop's
+    joint and bodies one node (:func:`_loop_nodes`); or None."""
+    n = len(node)
     _, depth, _ = _rooting(adjacency, owners)
-    for r in np.flatnonzero(node < 0):
-        node[r] = max(touch[r], key=lambda a: depth[a])
+    node, relabel = _loop_nodes(node, touch, depth)
+    N, roots = int(node.max()) + 1, list(dict.fromkeys(relabel[roots]))
+    adjacency = [set() for _ in range(N)]
+    rr, cc = np.nonzero(pattern)
+    for a, c in zip(node[rr], node[cc]):
+        if a != c:
+            adjacency[a].add(c)
+    if _centres(adjacency) is None:
+        return None  # rows of their own closed a cycle (two joints between the same bodies)
     parent, _, bfs = _rooting(adjacency, roots)
     # every coupling joins a node to itself, its parent or a child
     rr, cc = np.nonzero(pattern)
@@ -547,7 +560,52 @@ def _rooted(pattern, node, touch, adjacency, owners, roots, columns):
     up = slots[np.append(parent, N)]
     reads = np.stack([wide[slots[:, :, None], slots[:, None, :]], wide[slots[:, :, None], up[:, None, :]],
                       wide[up[:, :, None], slots[:, None, :]]])
-    return BlockTree(slots=slots, parent=parent, levels=levels, colour=columns.colour, reads=reads)
+    return BlockTree(slots=slots, parent=parent, levels=levels, colour=columns.colour, reads=reads,
+                     loops=bool(len(relabel) > N))
+
+
+def _loop_nodes(node, touch, depth):
+    """((n,) the node of every unknown, (N,) each given node's new one). A free unknown (a
+    multiplier, node −1) joins the node farthest (by ``depth``) among those its row ``touch`` es; but
+    a node that would then hold more multiplier rows than it has unknowns of its own (12 for a
+    body) has a singular diagonal block — a crank on its ground pivot whose tip also closes a loop
+    — and then the largest set of its rows that touch other nodes (a loop-closing joint's) and the
+    nodes they touch become one node, until no node holds more rows than it has unknowns. A chain
+    of loops closed through the ground (the N-four-bar, a slider-crank) stays a chain of nodes,
+    each a loop's closing joint with the two bodies it joins."""
+    node = node.copy()
+    N = int(node.max()) + 1
+    unknowns = np.bincount(node[node >= 0], minlength=N)
+    free = np.flatnonzero(node < 0)
+    node[free] = [max(touch[r], key=lambda a: depth[a]) for r in free]
+    root = np.arange(N)  # union–find of the merged nodes
+
+    def find(a):
+        while root[a] != a:
+            root[a] = root[root[a]]
+            a = root[a]
+        return a
+
+    while True:
+        merged = np.array([find(a) for a in range(N)])
+        held = np.bincount(merged[node[free]], minlength=N)
+        own = np.bincount(merged, weights=unknowns, minlength=N)
+        joined = False
+        for k in np.flatnonzero(held > own):
+            groups = {}
+            for r in free[merged[node[free]] == k]:
+                touched = frozenset(merged[list(touch[r])])
+                if len(touched) > 1:
+                    groups.setdefault(touched, []).append(r)
+            if groups:
+                for a in max(groups, key=lambda touched: len(groups[touched])):
+                    root[find(a)] = k
+                joined = True
+        if not joined:
+            break
+    merged = np.array([find(a) for a in range(N)])
+    relabel = np.unique(merged, return_inverse=True)[1]
+    return relabel[merged[node]], relabel
 
 
 def _centres(adjacency):
