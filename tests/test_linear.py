@@ -190,8 +190,10 @@ def test_a_chain_of_loops_closed_through_the_ground_is_eliminated_in_linear_time
     The steps are the dense solver's to round-off and conserve energy."""
     system = problems.four_bars(6)
     assembly = system.assemble()
-    solver = Director().prepare(assembly.model, assembly.initial_state).linear
-    assert isinstance(solver, BlockTree) and solver.n_nodes == 7 and solver.width <= 48
+    director = Director().prepare(assembly.model, assembly.initial_state)
+    solver = director.linear
+    assert isinstance(solver, BlockTree) and solver.n_nodes == 7 and solver.width <= 48 and solver.loops
+    assert not director._reuses(assembly.model)  # carried factors drift the energy of loops (Director.reuse)
     sol = cs.simulate(assembly, 0.3, 1e-3, compile="quick")
     dense = cs.simulate(assembly, 0.3, 1e-3, backend=Director(linear="dense"), compile="quick")
     assert np.max(np.abs(sol.q - dense.q)) <= 1e-12
