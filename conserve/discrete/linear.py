@@ -294,7 +294,7 @@ class BlockTree(_Structure):
     reads : (3, N + 1, b, b) bool, the entries of the blocks D, U, L (see :meth:`jacobian`) that may
         be nonzero; the others are read as zero, not from a probe
     loops : whether nodes close kinematic loops (a loop-closing joint and the bodies it joins,
-        :func:`_loop_nodes`): their bodies turn against each other
+        ``_loop_nodes``): their bodies turn against each other
     kernel : invert the diagonal blocks by :func:`kernel_inverse` (Gauss–Jordan in XLA operations)
         instead of LAPACK (a library call), so that the Newton loop holds none and XLA compiles it
         as one kernel, as :class:`Dense`'s ``kernel``; the same pivots
@@ -438,7 +438,7 @@ def block_tree(jacobians, node, max_condition=1e10, columns=None):
     ground), so every body carries the rows of the joint towards the ground, as in a kinematic
     tree; a body that would hold more rows than it has coordinates (a crank on its ground pivot
     whose tip closes a loop) makes one node with the joint whose rows it cannot hold and the body
-    across it (:func:`_loop_nodes`). Tried in turn: (anchored, anchored), (anchored, centre) and
+    across it (``_loop_nodes``). Tried in turn: (anchored, anchored), (anchored, centre) and
     (centre, centre), the centre being a node of least eccentricity (for a free-floating tree); a
     rooting is used only if its elimination passes the check (a singular block: then the dense
     solver serves). Eliminating from the centre halves a
@@ -522,7 +522,7 @@ def _component(adjacency, start):
 def _rooted(pattern, node, touch, adjacency, owners, roots, columns):
     """The BlockTree of the forest eliminated towards ``roots`` (one per tree), its free unknowns
     joining the node farthest from ``owners`` (one per tree) among those they touch, or a loop's
-    joint and bodies one node (:func:`_loop_nodes`); or None."""
+    joint and bodies one node (``_loop_nodes``); or None."""
     n = len(node)
     _, depth, _ = _rooting(adjacency, owners)
     node, relabel = _loop_nodes(node, touch, depth)
