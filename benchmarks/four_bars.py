@@ -27,10 +27,11 @@ file): the crank angle θ(1 s) of each code is compared with it, and E0 with I �
 
 * conserve: 2N + 1 rigid bodies, ``cs.Revolute`` joints (5 rows each: 15N + 5 rows for 12N + 6
   coordinates of a one-degree-of-freedom mechanism, so 3N rows are redundant and dropped by
-  ``System.assemble()``); director backend, ``compile="optimized"``. A loop takes the dense LU of
-  the coloured Newton matrix (``sol.stats["newton_matrix"]``), so the cost grows like the cube of
-  the unknowns at large N: the baseline the library work is to improve. Compile time from a first
-  one-step call, ``assemble()`` timed apart; time per step = ``sol.stats['time_per_step']``.
+  ``System.assemble()``); director backend, ``compile="optimized"``. Its Newton matrix is
+  eliminated along the chain of loops (``sol.stats["newton_matrix"]`` "tree": each loop's closing
+  joint with the two bodies it joins one node, ``conserve.discrete.linear``), so the cost grows
+  linearly with N. Compile time from a first one-step call, ``assemble()`` timed apart; time per
+  step = ``sol.stats['time_per_step']``.
 * Exudyn (optional, ``pip install -e '.[bench]'``): the same 3-D bodies (built from conserve's:
   mass, inertia, position, orientation, velocities), an Euler-parameter node each,
   ``CreateRevoluteJoint`` at the same points — all 3N + 1 joints with their 5 rows, so 3N rows are
@@ -45,8 +46,8 @@ file): the crank angle θ(1 s) of each code is compared with it, and E0 with I �
 
 Timing: per N, every method is run once per round in ``--repeats`` (3) rounds (a noisy minute of a
 shared machine slows all alike), best round kept; the runs take ``steps(N)`` = clip(2000/N, 10, 200)
-steps of ``--dt`` (1e-3 s) from the upright start (the dense LU makes large N slow: about 0.5 s per
-step at N = 64). Energy error = max |E − E0|/|E0| over the timed run (conserve) and over the check
+steps of ``--dt`` (1e-3 s) from the upright start (Exudyn's dense solver makes large N slow: about
+3 s per step at N = 64). Energy error = max |E − E0|/|E0| over the timed run (conserve) and over the check
 run below. The log–log slope of µs/step against N is a least-squares fit over the sizes 8…64 run.
 
 Same problem (``--check-sizes``, ``--check-dt``): a 1 s run from the same start through the
