@@ -168,3 +168,14 @@ def mujoco_positions(mj, model, states, frame):
         mj.mj_kinematics(model, d)
         x[k] = (d.xipos if kind == "body" else d.site_xpos)[index]
     return x
+
+
+def loglog_slope(rows, key, sizes):
+    """The least-squares slope of log(µs per step) against log N of ``rows`` (dicts with "N" and
+    ``key``: {"per_step": ...}) whose N lies in ``sizes`` = (smallest, largest); None with fewer than
+    two such rows."""
+    pts = [(r["N"], r[key]["per_step"]) for r in rows if sizes[0] <= r["N"] <= sizes[1] and key in r]
+    if len(pts) < 2:
+        return None
+    n, t = np.log(np.array(pts)).T
+    return float(np.polyfit(n, t, 1)[0])

@@ -74,7 +74,7 @@ import conserve as cs  # noqa: E402
 from conserve.errors import ConvergenceError  # noqa: E402
 from conserve.problems import _bar  # noqa: E402
 
-from _peers import (import_exudyn, import_mujoco, mujoco_diverged, mujoco_energy,  # noqa: E402
+from _peers import (import_exudyn, import_mujoco, loglog_slope, mujoco_diverged, mujoco_energy,  # noqa: E402
                     mujoco_positions, mujoco_state, pin_to_core0, rollout, solve_fixed_step)
 
 OUT = Path(__file__).parent / "results"
@@ -299,11 +299,8 @@ def small_dt_check(exu, mj):
 
 # ---------------------------------------------------------------- report
 def slope(rows, key):
-    pts = [(r["N"], r[key]["per_step"]) for r in rows if SLOPE_RANGE[0] <= r["N"] <= SLOPE_RANGE[1] and key in r]
-    if len(pts) < 2:
-        return None
-    n, t = np.log(np.array(pts)).T
-    return float(np.polyfit(n, t, 1)[0])
+    """The log–log slope of ``key``'s time per step against N over SLOPE_RANGE (None: too few sizes)."""
+    return loglog_slope(rows, key, SLOPE_RANGE)
 
 
 def cell(r, key, fmt, scale=1.0):

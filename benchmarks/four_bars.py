@@ -69,7 +69,7 @@ from scipy.integrate import solve_ivp
 import conserve as cs
 from conserve.errors import ConvergenceError
 
-from _peers import import_exudyn, pin_to_core0, solve_fixed_step
+from _peers import import_exudyn, loglog_slope, pin_to_core0, solve_fixed_step
 
 OUT = Path(__file__).parent / "results" / "four_bars.md"
 L, MASS, RADIUS, G = 1.0, 1.0, 0.01, 9.81
@@ -290,11 +290,8 @@ def check(n, args, exu):
 
 # ---------------------------------------------------------------- report
 def slope(rows, key):
-    pts = [(r["N"], r[key]["per_step"]) for r in rows if SLOPE_RANGE[0] <= r["N"] <= SLOPE_RANGE[1] and key in r]
-    if len(pts) < 2:
-        return None
-    n, t = np.log(np.array(pts)).T
-    return float(np.polyfit(n, t, 1)[0])
+    """The log–log slope of ``key``'s time per step against N over SLOPE_RANGE (None: too few sizes)."""
+    return loglog_slope(rows, key, SLOPE_RANGE)
 
 
 def header(exu, args):
