@@ -18,6 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
+# The benchmarks time compilation: no persistent compilation cache (a warm one would report its
+# loads as compile times) unless CONSERVE_COMPILATION_CACHE names one; processes started from a
+# benchmark inherit the setting.
+if "CONSERVE_COMPILATION_CACHE" not in os.environ:
+    os.environ["CONSERVE_COMPILATION_CACHE"] = "off"
+    if "conserve" in sys.modules:  # imported before this module: configured already
+        from conserve.compilation.cache import configure_from_environment
+
+        configure_from_environment()
+
 
 def pin_to_core0():
     """Pin this thread (pid 0) and every thread started so far to CPU 0; later threads inherit it.

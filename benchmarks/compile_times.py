@@ -95,7 +95,8 @@ print(json.dumps({{"import": imported, "assemble": assembled, "first": first, "c
 
 
 def measure(expr, backend, mode, dt=1e-3):
-    env = {k: v for k, v in os.environ.items() if k != "CONSERVE_COMPILATION_CACHE"}
+    env = {**{k: v for k, v in os.environ.items() if "COMPILATION_CACHE" not in k},
+           "CONSERVE_COMPILATION_CACHE": "off"}
     code = CHILD.format(bench=str(Path(__file__).parent), expr=expr, dt=dt, backend=backend, mode=mode)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1800)
     if out.returncode:

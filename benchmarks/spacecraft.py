@@ -47,6 +47,7 @@ import sys
 import time
 from pathlib import Path
 
+import _peers  # noqa: F401  (no persistent compilation cache: the compile column is measured)
 import numpy as np
 from scipy.integrate import solve_ivp
 

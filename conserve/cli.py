@@ -4,6 +4,7 @@
     conserve reproduce spacecraft|crane|heavy-top|thompson|all [--out DIR] [--quick]
     conserve convergence heavy-top|spacecraft|crane|pendulum --dt 2e-3 1e-3 5e-4 [--t-end T]
                          [--backend director] [--order 2] [--out DIR]
+    conserve cache [clear]                          where the compiled-code cache is, how large; empty it
 
 conserve <command> --help describes every option.
 """
@@ -14,6 +15,7 @@ conserve <command> --help describes every option.
 from __future__ import annotations
 
 import argparse
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -101,6 +103,25 @@ def convergence(problem: str, dts, t_end: float, out: Path, backend: str = "dire
     return 0
 
 
+def cache(action: str | None) -> int:
+    """Where the persistent compilation cache is and how much it holds; ``clear``: empty it."""
+    from .compilation import cache as store
+
+    directory = store.compilation_cache_directory()
+    if directory is None:
+        setting = os.environ.get(store.ENVIRONMENT_VARIABLE)
+        print(f"the compilation cache is off ({store.ENVIRONMENT_VARIABLE}={setting!r})")
+        return 0
+    if action == "clear":
+        entries, size = store.clear_compilation_cache(directory)
+        print(f"removed {entries} compiled programs ({size / 1e6:.2f} MB) from {directory}")
+    else:
+        entries, size = store.cache_contents(directory)
+        print(f"{directory}: {entries} compiled programs, {size / 1e6:.2f} MB "
+              f"(conserve cache clear empties it; {store.ENVIRONMENT_VARIABLE}=off turns it off)")
+    return 0
+
+
 def _listing(entries):
     return "; ".join(f"{k}: {v}" for k, v in entries.items())
 
@@ -109,7 +130,7 @@ def parser() -> argparse.ArgumentParser:
     """The command line's parser: every command, option and study name with its help."""
     top = argparse.ArgumentParser(prog="conserve", description=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = top.add_subparsers(dest="command", required=True, metavar="{demo,reproduce,convergence}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{demo,reproduce,convergence,cache}")
     p = sub.add_parser("demo", help="simulate the heavy top, print the conservation summary, write a plot",
                        description="P1 heavy top in steady precession: conservation summary, precession check "
                        "and a plot of the conservation errors.")
@@ -133,6 +154,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--order", type=int, choices=[2, 4, 6], default=2,
                    help="2: the energy-momentum step; 4, 6: its symmetric compositions (default 2)")
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
+    p = sub.add_parser("cache", help="the persistent compilation cache: where, how large; clear it",
+                       description="conserve keeps compiled programs on disk (jax's persistent compilation cache) "
+                       "so that a later process running the same model structure loads them instead of "
+                       "compiling. Directory: ~/.cache/conserve/jax, or $CONSERVE_COMPILATION_CACHE; "
+                       "CONSERVE_COMPILATION_CACHE=off turns it off.")
+    p.add_argument("action", nargs="?", choices=["clear"], help="clear: delete the cached programs")
     return top
 
 
@@ -142,4 +169,6 @@ def main(argv=None) -> int:
         return demo(args.out, args.t_end, args.dt)
     if args.command == "reproduce":
         return reproduce(args.which, args.out, args.quick)
+    if args.command == "cache":
+        return cache(args.action)
     return convergence(args.problem, args.dt, args.t_end, args.out, args.backend, args.order)

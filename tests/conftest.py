@@ -3,19 +3,19 @@ import logging
 import os
 from pathlib import Path
 
-import jax
-import numpy as np
-import pytest
-
-import conserve as cs
-from conserve.compilation.modes import jit_quick
-from conserve.run.chunks import clear_compiled
-
 # compiled programs shared by the parallel workers and by later runs (`pytest -m slow` reuses what
-# `pytest` compiled): jax's persistent cache, here in the checkout unless CONSERVE_COMPILATION_CACHE
-# names another directory; the environment variable also reaches the tests' subprocesses
+# `pytest` compiled): jax's persistent cache (conserve.compilation.cache), here in the checkout
+# unless CONSERVE_COMPILATION_CACHE names another directory; read when conserve is imported, and
+# the environment variable also reaches the tests' subprocesses
 os.environ.setdefault("CONSERVE_COMPILATION_CACHE", str(Path(__file__).resolve().parents[1] / ".cache" / "jax"))
-cs.enable_compilation_cache(os.environ["CONSERVE_COMPILATION_CACHE"])
+
+import conserve  # noqa: E402, F401, I001  (float64, XLA's options and the cache above, before jax)
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from conserve.compilation.modes import jit_quick  # noqa: E402
+from conserve.run.chunks import clear_compiled  # noqa: E402
 
 
 def once(fn, **jit_kwargs):

@@ -21,20 +21,37 @@ print(json.dumps({"hits": events.count("cache_hits"), "misses": events.count("ca
 """
 
 
-def _run(directory):
-    env = {**os.environ, "CONSERVE_COMPILATION_CACHE": str(directory)}
-    out = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=600, check=True)
+def _run(directory=None, **env):
+    """RUN in a fresh process: with the cache in ``directory``, or as the environment ``env``
+    (added to this one's without its cache settings) leaves it."""
+    base = {k: v for k, v in os.environ.items() if "COMPILATION_CACHE" not in k}
+    if directory is not None:
+        base["CONSERVE_COMPILATION_CACHE"] = str(directory)
+    out = subprocess.run([sys.executable, "-c", RUN], env={**base, **env}, capture_output=True, text=True,
+                         timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_a_second_process_loads_the_compiled_step_and_computes_the_same(tmp_path):
-    first = _run(tmp_path / "jax")
-    assert first["dir"] == str(tmp_path / "jax") and first["misses"] >= 3  # the chunk, checks, diagnostics
-    assert any((tmp_path / "jax").iterdir())
-    second = _run(tmp_path / "jax")
+    """The cache is on by default (in the user's cache folder); a second process loads what the
+    first compiled; clearing it empties it; "off" turns it off; jax's own setting wins."""
+    from conserve.compilation.cache import cache_contents, clear_compilation_cache
+
+    directory = tmp_path / "conserve" / "jax"  # the default under XDG_CACHE_HOME
+    first = _run(XDG_CACHE_HOME=str(tmp_path))
+    assert first["dir"] == str(directory) and first["misses"] >= 3  # the chunk, checks, diagnostics
+    entries, size = cache_contents(directory)
+    assert entries >= first["misses"] and size > 0
+    second = _run(directory)
     # everything the first process compiled (the step's chunk, diagnostics, helpers) is loaded
     assert second["misses"] == 0 and second["hits"] >= first["misses"]
     assert second["q"] == first["q"]  # bit-identical
+    assert clear_compilation_cache(directory) == (entries, size) and cache_contents(directory) == (0, 0)
+    off = _run(CONSERVE_COMPILATION_CACHE="off", XDG_CACHE_HOME=str(tmp_path))
+    assert off["dir"] is None and off["hits"] == 0 and cache_contents(directory) == (0, 0)
+    assert off["q"] == first["q"]
+    mine = _run(JAX_COMPILATION_CACHE_DIR=str(tmp_path / "mine"))  # jax's own setting is left alone
+    assert mine["dir"] == str(tmp_path / "mine")
 
 
 def test_the_code_generations_take_the_same_steps():

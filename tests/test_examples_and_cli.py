@@ -1,6 +1,7 @@
 """The README's commands work: the examples and `conserve demo` run and write their plots."""
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def test_cli_help_names_every_option_and_study():
 
     top = cli.parser()
     commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(commands.choices) == {"demo", "reproduce", "convergence"}
+    assert set(commands.choices) == {"demo", "reproduce", "convergence", "cache"}
     for name, sub in commands.choices.items():
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
@@ -98,6 +99,25 @@ def test_cli_help_names_every_option_and_study():
             for choice in action.choices or ():
                 assert str(choice) in action.help, f"conserve {name} {action.dest}: {choice} not described"
     assert set(cli.STUDIES) == {*cli.REPRODUCTIONS, "all"}
+
+
+def test_cli_cache_shows_and_clears_only_the_compiled_programs(tmp_path):
+    """`conserve cache` names the directory and what it holds; `conserve cache clear` deletes
+    jax's cache entries there and nothing else; with the cache off it says so."""
+    (tmp_path / "a-cache").write_bytes(b"x" * 1000)
+    (tmp_path / "a-atime").write_bytes(b"t")
+    (tmp_path / "notes.txt").write_text("mine")
+    env = {**{k: v for k, v in os.environ.items() if "COMPILATION_CACHE" not in k},
+           "CONSERVE_COMPILATION_CACHE": str(tmp_path)}
+
+    def cli(*args, **extra):
+        return subprocess.run([sys.executable, "-m", "conserve", "cache", *args], env={**env, **extra},
+                              capture_output=True, text=True, check=True).stdout
+
+    assert str(tmp_path) in cli() and "1 compiled programs" in cli()
+    assert "removed 1 compiled programs" in cli("clear")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert "off" in cli(CONSERVE_COMPILATION_CACHE="off")
 
 
 class _Terminal(io.StringIO):

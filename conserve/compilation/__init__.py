@@ -7,7 +7,7 @@
   compiled as one XLA kernel; :func:`~conserve.compilation.modes.jit_quick` for functions
   compiled with a chosen mode.
 * :mod:`.timing` — the seconds a run spends compiling, told apart from its steps.
-* :mod:`.cache` — jax's persistent compilation cache, shared across processes.
+* :mod:`.cache` — jax's persistent compilation cache, shared across processes (on by default).
 
 **Loops as kernels.** XLA's CPU runtime runs a program as a sequence of small compiled kernels,
 a while loop's body kernel by kernel at every iteration; for a model as small as the heavy top
@@ -46,3 +46,7 @@ def _raise_loop_kernel_bytes():
 
 
 _raise_loop_kernel_bytes()
+
+from . import cache  # noqa: E402  (light: configures jax's persistent cache without importing jax)
+
+cache.configure_from_environment()
