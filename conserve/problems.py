@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import jax.numpy as jnp
 import numpy as np
-from scipy.spatial.transform import Rotation
 
+from .kinematics.rotations import rotation_vector_to_rotation
 from .model import (
     CentralGravity,
     Fixed,
@@ -70,7 +70,7 @@ class HeavyTop:
         return m * self.g * l / (J3 * wp) + (J1 + m * l**2 - J3) / J3 * wp * np.cos(self.alpha0)
 
     def system(self) -> System:
-        R0 = Rotation.from_rotvec([self.alpha0, 0.0, 0.0]).as_matrix()
+        R0 = rotation_vector_to_rotation([self.alpha0, 0.0, 0.0])
         d3 = R0[:, 2]
         omega = self.omega_p * np.array([0.0, 0.0, 1.0]) + self.omega_s * d3
         x_c = self.l * d3
@@ -209,7 +209,7 @@ class ThompsonPendulum:
     g: float = G
 
     def system(self) -> System:
-        R0 = Rotation.from_rotvec([0.0, self.beta0, 0.0]).as_matrix()
+        R0 = rotation_vector_to_rotation([0.0, self.beta0, 0.0])
         body = RigidBody("pendulum", mass=self.m, inertia=self.inertia, position=R0 @ [0.0, 0.0, -self.l],
                          orientation=R0)
         pivot = Revolute(ground, body, at=[0.0, 0.0, 0.0], axis=[0.0, 1.0, 0.0], name="pivot")

@@ -113,3 +113,32 @@ def test_a_joint_angle_counts_turns_between_nodes_saved_far_apart():
     sol = cs.simulate(system, 5.0, "adaptive", rtol=1e-6, atol=1e-9, saveat=np.arange(1, 11) * 0.5)
     np.testing.assert_allclose(sol.joint("hinge").angle, sol.coordinates["damper"], rtol=0, atol=1e-9)
     assert sol.joint("hinge").angle[-1] > 45.0
+
+
+def test_rotation_conversions_agree_with_scipy():
+    """conserve's own Euler, quaternion and rotation-vector conversions (conserve.kinematics.rotations,
+    without scipy.spatial's import cost) equal scipy's Rotation to round-off, for every kind of
+    Euler sequence (intrinsic and extrinsic, proper and Tait–Bryan, one to three axes), random
+    rotations, the half turns (w = 0: the canonical sign) and tiny rotation vectors."""
+    from scipy.spatial.transform import Rotation
+
+    from conserve.kinematics.rotations import (euler_to_rotation, quaternion_to_rotation,
+                                               rotation_to_quaternion, rotation_vector_to_rotation)
+
+    rng = np.random.default_rng(3)
+    for seq in ("X", "z", "XY", "zx", "ZXZ", "XYZ", "zyx", "ZYX", "xzx", "YXY", "yzy"):
+        for angles in rng.uniform(-4.0, 4.0, (20, len(seq))):
+            np.testing.assert_allclose(euler_to_rotation(seq, angles), Rotation.from_euler(seq, angles).as_matrix(),
+                                       rtol=0, atol=2e-15)
+    rotations = Rotation.random(500, random_state=4)
+    half_turns = Rotation.from_rotvec(np.pi * np.array([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [0.6, -0.8, 0]]))
+    for r in (rotations, half_turns):
+        q = r.as_quat(canonical=True, scalar_first=True)
+        np.testing.assert_allclose(rotation_to_quaternion(r.as_matrix()), q, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(quaternion_to_rotation(q), r.as_matrix(), rtol=0, atol=2e-15)
+    for rotvec in (*rng.normal(size=(50, 3)), [1e-9, -2e-9, 0.5e-9], [0.0, 0.0, 0.0]):
+        np.testing.assert_allclose(rotation_vector_to_rotation(rotvec), Rotation.from_rotvec(rotvec).as_matrix(),
+                                   rtol=0, atol=2e-15)
+    for bad in ("XQ", "xYz", "XX", "XYZX", ""):
+        with pytest.raises(ValueError):
+            euler_to_rotation(bad, np.zeros(max(len(bad), 1)))

@@ -49,7 +49,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import lu_factor, lu_solve
-from scipy import sparse
 
 
 @dataclass(frozen=True)
@@ -253,6 +252,8 @@ def sampled_pattern(jacobians, group=None):
     unknowns) and widened to whole groups (a 3-block of coordinates: an entry that vanishes at
     the samples by the geometry, a coordinate along an axis, is not missed). ``group`` (n,) int:
     the group of each unknown (default: each its own)."""
+    from scipy import sparse  # imported here: 0.08 s that a run without colouring need not pay
+
     pattern = sparse.csr_matrix(np.any([np.asarray(J) != 0 for J in jacobians], axis=0))
     pattern = (pattern + pattern.T).astype(bool)
     n = pattern.shape[0]
@@ -266,6 +267,8 @@ def column_colours(pattern):
     nonzeros of one colour (then one directional derivative along all unknowns of a colour gives
     each of their columns: Curtis, Powell and Reid 1974); greedy, the columns with the most rows
     first (Coleman and Moré 1983). O(Σ_rows nnz²), not O(n³): a 64-link chain's 1344 in ~0.1 s."""
+    from scipy import sparse
+
     pattern = sparse.csr_matrix(pattern)
     n = pattern.shape[0]
     rows = np.split(pattern.indices, pattern.indptr[1:-1])  # symmetric: column j's rows = row j's columns

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from ..errors import InvalidOrientation
 
@@ -52,7 +51,7 @@ def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None, degr
                 f"body '{name}': quaternion {qv.tolist()} has norm {np.linalg.norm(qv):.12g}, not 1; "
                 "normalise it (q / |q|)."
             )
-        return Rotation.from_quat(qv, scalar_first=True).as_matrix()
+        return quaternion_to_rotation(qv)
     if euler is not None:
         try:
             seq, angles = euler
@@ -65,14 +64,14 @@ def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None, degr
                 f"body '{name}': euler must be (sequence, angles) with one finite angle in "
                 f"{'degrees' if degrees else 'rad'} per axis, e.g. ('ZXZ', (psi, theta, phi)); got {euler!r}.")
         try:
-            return Rotation.from_euler(seq, angles, degrees=bool(degrees)).as_matrix()
-        except ValueError as err:  # scipy's words for a sequence it does not know, e.g. "XQ" or "xYz"
+            return euler_to_rotation(seq, np.radians(angles) if degrees else angles)
+        except ValueError as err:  # a sequence it does not know, e.g. "XQ" or "xYz"
             raise InvalidOrientation(f"body '{name}': euler sequence {seq!r}: {err} (axes from x, y, z; all upper "
                                      "case for intrinsic, all lower case for extrinsic rotations).") from None
     if orientation is None:
         return np.eye(3)
-    if isinstance(orientation, Rotation):
-        return orientation.as_matrix()
+    if type(orientation).__module__.startswith("scipy.spatial"):  # a scipy Rotation
+        return np.asarray(orientation.as_matrix(), dtype=float)
     R = np.asarray(orientation, dtype=float)
     if R.shape != (3, 3) or not np.all(np.isfinite(R)):
         raise InvalidOrientation(
@@ -94,10 +93,68 @@ def as_rotation_matrix(name, orientation=None, quaternion=None, euler=None, degr
     return U @ Vt  # the nearest rotation: removes the accepted ≤ 1e-9 error, so g(q0) is round-off
 
 
+def elementary_rotation(axis: int, angle: float):
+    """The (3, 3) rotation by ``angle`` (rad) about the coordinate axis ``axis`` (0, 1, 2)."""
+    c, s = np.cos(angle), np.sin(angle)
+    i, j = (axis + 1) % 3, (axis + 2) % 3
+    R = np.eye(3)
+    R[i, i], R[i, j], R[j, i], R[j, j] = c, -s, s, c
+    return R
+
+
+def euler_to_rotation(seq: str, angles):
+    """The rotation matrix of Euler angles (rad) about the axes of ``seq`` (1–3 of x, y, z, no axis
+    twice in a row): upper case intrinsic (about the rotated axes, R = R₁R₂R₃), lower case
+    extrinsic (about the fixed axes, R = R₃R₂R₁) — scipy's ``Rotation.from_euler`` convention.
+    Raises ValueError for another sequence."""
+    axes = seq.lower()
+    if not 1 <= len(seq) <= 3 or set(axes) - set("xyz") or not (seq.isupper() or seq.islower()):
+        raise ValueError("expected 1 to 3 axes from x, y, z, all upper or all lower case")
+    if any(a == b for a, b in zip(axes, axes[1:])):
+        raise ValueError("an axis repeated in a row")
+    factors = [elementary_rotation("xyz".index(a), angle) for a, angle in zip(axes, np.atleast_1d(angles))]
+    R = np.eye(3)
+    for F in (factors if seq.isupper() else factors[::-1]):
+        R = R @ F
+    return R
+
+
+def rotation_vector_to_rotation(rotvec):
+    """The rotation matrix of a rotation vector θ n (rad; Rodrigues' formula)."""
+    r = np.asarray(rotvec, dtype=float)
+    theta = np.linalg.norm(r)
+    K = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+    if theta < 1e-8:  # the series: I + K + K²/2
+        return np.eye(3) + K + 0.5 * K @ K
+    return np.eye(3) + np.sin(theta) / theta * K + (1.0 - np.cos(theta)) / theta**2 * K @ K
+
+
+def quaternion_to_rotation(q):
+    """The rotation matrices of unit quaternions (w, x, y, z), shape (..., 4) -> (..., 3, 3)."""
+    w, x, y, z = np.moveaxis(np.asarray(q, dtype=float), -1, 0)
+    return np.stack([np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+                     np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+                     np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)], -2)
+
+
 def rotation_to_quaternion(R):
-    """Unit quaternions (w, x, y, z), w ≥ 0, of rotation matrices R with shape (..., 3, 3)."""
-    R = np.asarray(R)
-    q = Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat(canonical=True, scalar_first=True)
+    """Unit quaternions (w, x, y, z) of rotation matrices R with shape (..., 3, 3), canonical:
+    w ≥ 0 (at w = 0 the first non-zero of x, y, z positive). Shepperd's method: from the largest
+    of w², x², y², z² (well conditioned for every rotation)."""
+    R = np.asarray(R, dtype=float)
+    flat = R.reshape(-1, 3, 3)
+    d = np.stack([np.trace(flat, axis1=1, axis2=2), flat[:, 0, 0], flat[:, 1, 1], flat[:, 2, 2]], -1)
+    m = lambda i, j: flat[:, i, j]  # noqa: E731
+    candidates = np.stack([  # 4 q_i q (unnormalised) from q_i², i = w, x, y, z: (4 candidates, n, 4)
+        np.stack([1 + d[:, 0], m(2, 1) - m(1, 2), m(0, 2) - m(2, 0), m(1, 0) - m(0, 1)], -1),
+        np.stack([m(2, 1) - m(1, 2), 1 + 2 * d[:, 1] - d[:, 0], m(0, 1) + m(1, 0), m(0, 2) + m(2, 0)], -1),
+        np.stack([m(0, 2) - m(2, 0), m(0, 1) + m(1, 0), 1 + 2 * d[:, 2] - d[:, 0], m(1, 2) + m(2, 1)], -1),
+        np.stack([m(1, 0) - m(0, 1), m(0, 2) + m(2, 0), m(1, 2) + m(2, 1), 1 + 2 * d[:, 3] - d[:, 0]], -1)])
+    q = candidates[np.argmax(d, axis=-1), np.arange(flat.shape[0])]
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    # canonical sign: w > 0, or at w = 0 the first non-zero of x, y, z positive
+    lead = np.where(q[:, 0] != 0, q[:, 0], np.where(q[:, 1] != 0, q[:, 1], np.where(q[:, 2] != 0, q[:, 2], q[:, 3])))
+    q *= np.where(lead < 0, -1.0, 1.0)[:, None]
     return q.reshape(R.shape[:-2] + (4,))
 
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from ..compilation.modes import jit_quick
+from ..kinematics.rotations import rotation_vector_to_rotation
 
 #: A direction is a symmetry when its motion changes each constraint and the potential by less
 #: than this relative to the size of the terms of the change.
@@ -40,7 +40,7 @@ def conserved_directions(model, q0, theta0) -> dict:
     position = np.asarray(model.translational, bool)
     # three configurations: one force along the position (central gravity, a spring to a ground
     # anchor) forbids the translations normal to it at each, and two leave x × Rx as a false symmetry
-    rotations = [np.eye(3), *(Rotation.from_rotvec(r).as_matrix() for r in ([0.3, -0.7, 0.5], [-0.6, 0.2, 0.9]))]
+    rotations = [np.eye(3), *(rotation_vector_to_rotation(r) for r in ([0.3, -0.7, 0.5], [-0.6, 0.2, 0.9]))]
 
     configurations = [np.asarray(q0).reshape(n, 3) @ R.T for R in rotations]
     jacobians = [np.asarray(_invariance_jacobian(model, Q.ravel(), theta0)) for Q in configurations]

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.linalg
 
 from ..compilation.modes import jit_quick
 from ..errors import InconsistentInitialState, ModelError
@@ -370,10 +369,20 @@ def stacked_terms(terms, layout: Layout, tree_owners):
     return groups, row_priority
 
 
+def _block_diagonal(blocks):
+    """The block-diagonal matrix of square ``blocks`` (numpy, float64)."""
+    n = sum(b.shape[0] for b in blocks)
+    out, k = np.zeros((n, n)), 0
+    for b in blocks:
+        out[k:k + b.shape[0], k:k + b.shape[0]] = b
+        k += b.shape[0]
+    return out
+
+
 def make_model(parts, layout: Layout, groups) -> Model:
     """The Model of the stacked terms: block mass matrix (hybrid rotors' mass and transverse
     inertia on their masters), frames, every kind's parameters, the rotors' data; all rows kept."""
-    mu = scipy.linalg.block_diag(*[p.mass_blocks() for p in parts])
+    mu = _block_diagonal([p.mass_blocks() for p in parts])
     for r in layout.rotors:
         f = layout.frame(r.master)
         mu[np.ix_(f, f)] += r.mass_blocks()

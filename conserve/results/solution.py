@@ -13,7 +13,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from ..backends.base import map_steps
 from ..compilation.modes import jit_quick
@@ -137,6 +136,8 @@ class PartView:
     def euler(self, sequence="ZYX", degrees=False):
         """(N+1, 3) Euler angles of the part's rotation in ``sequence`` (scipy's convention: upper
         case intrinsic, lower case extrinsic), in rad or, with ``degrees=True``, degrees."""
+        from scipy.spatial.transform import Rotation  # imported here: scipy.spatial costs 0.2 s
+
         return Rotation.from_matrix(self.rotation).as_euler(sequence, degrees=degrees)
 
     def point(self, X=(0.0, 0.0, 0.0)) -> PointHistory:
