@@ -1,4 +1,6 @@
-"""simulate_batch(members, t_end, dt, ...) -> Ensemble: one compiled run vmapped over members.
+"""simulate_batch(members, t_end, dt, ...) -> Ensemble: one compiled run vmapped over members
+(or, with ``workers``, the members split across processes, each slice run as here or as a loop of
+single runs: :mod:`conserve.run.workers`).
 
 An ensemble is many runs of one model structure — the same parts, joints, element kinds and
 laws — that differ in their numbers: initial states, masses and inertias, spring and damper
