@@ -618,25 +618,34 @@ def _loop(members, initial_states, t_end, dt, options) -> Ensemble:
     assemblies, states = _members(members, initial_states)
     _stacked_models(assemblies)  # one structure, the same laws: as the vmapped run requires
     solutions, failures, compile_time = [], {}, 0.0
-    for i, (assembly, state) in enumerate(zip(assemblies, states)):
-        try:
-            sol = simulate(replace(assembly, initial_state=state), t_end, dt, **options)
-        except ConvergenceError as err:
-            if err.partial_solution is None:
-                raise
-            sol = err.partial_solution
-            failures[i] = ConvergenceError(f"member {i}: {err}", partial_solution=sol, step=err.step, time=err.time,
-                                           residual_history=err.residual_history)
-        except InconsistentInitialState as err:
-            raise InconsistentInitialState(f"simulate_batch: member {i}: {err}") from None
-        compile_time += sol.stats.get("compile_time") or 0.0
-        solutions.append(sol)
+    with _collector_paused():  # the Solutions kept grow what every full collection walks
+        for i, (assembly, state) in enumerate(zip(assemblies, states)):
+            solution, failure = _single(assembly, state, i, t_end, dt, options)
+            if failure is not None:
+                failures[i] = failure
+            compile_time += solution.stats.get("compile_time") or 0.0
+            solutions.append(solution)
     run_time = time.perf_counter() - tic - compile_time
     stats = {**{k: solutions[0].stats.get(k) for k in ("backend", "compile")}, "members": len(solutions),
              "steps": solutions[0].stats.get("steps"), "unknown_steps": sum(s.stats.get("unknown_steps") or 0 for s in solutions),
              "compile_time": compile_time, "run_time": run_time,
              "time_per_member_step": run_time / max(sum(len(s.t) - 1 for s in solutions), 1)}
     return Ensemble(solutions, failures, stats)
+
+
+def _single(assembly, state, i, t_end, dt, options):
+    """(member i's Solution by :func:`conserve.simulate`, its ConvergenceError as an ensemble
+    records it or None)."""
+    try:
+        return simulate(replace(assembly, initial_state=state), t_end, dt, **options), None
+    except ConvergenceError as err:
+        if err.partial_solution is None:
+            raise
+        return err.partial_solution, ConvergenceError(f"member {i}: {err}", partial_solution=err.partial_solution,
+                                                      step=err.step, time=err.time,
+                                                      residual_history=err.residual_history)
+    except InconsistentInitialState as err:
+        raise InconsistentInitialState(f"simulate_batch: member {i}: {err}") from None
 
 
 def _merged(parts, bounds, wall, n_steps) -> Ensemble:

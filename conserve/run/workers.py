@@ -8,8 +8,8 @@ parent's main script under the name ``__mp_main__`` (so a script must keep its s
 ``if __name__ == "__main__":``, as with any spawned pool), then the job's function, and runs it.
 
 Each worker gets, in its environment before anything is imported: one thread for OpenBLAS, MKL and
-OpenMP, and one for XLA's CPU computations (:data:`ONE_THREAD`, :data:`XLA_ONE_THREAD`), so k workers
-use k cores without oversubscribing them; the parent's ``XLA_FLAGS`` (conserve's loop-kernel option
+OpenMP, and one for XLA's CPU computations, run on the calling thread (:data:`ONE_THREAD`,
+:data:`XLA_ONE_THREAD`, :data:`SYNCHRONOUS`), so k workers use k cores without oversubscribing them; the parent's ``XLA_FLAGS`` (conserve's loop-kernel option
 among them), float64, and the parent's persistent compilation cache directory if one is enabled.
 Nothing is pinned: the operating system places the workers on the cores this process may use.
 
@@ -41,6 +41,11 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 #: in ``XLA_FLAGS`` it makes XLA drop the flags after it, conserve's loop kernels among them, and
 #: a heavy-top step 8× slower.)
 XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false"
+
+#: jax's CPU computations run on the calling thread, not handed to a thread of XLA's pool and
+#: waited for: unpinned, that hand-off between cores made a heavy-top step 1.4× slower alone and
+#: 2–3× slower with two workers on two cores (benchmarks/results/defaults.md, section ``WORKER_WORK``)
+SYNCHRONOUS = {"JAX_CPU_ENABLE_ASYNC_DISPATCH": "false"}
 
 #: set to "1" in a worker's environment: tells conserve it runs inside a worker
 WORKER_VARIABLE = "CONSERVE_WORKER"
@@ -112,10 +117,11 @@ def pickling_problem(obj) -> str | None:
 @contextlib.contextmanager
 def _worker_environment():
     """``os.environ`` as a worker must inherit it, for the block (the processes are started in it):
-    one thread per library, XLA's one-thread options, float64, the compilation cache."""
+    one thread per library, XLA's one-thread option, jax's computations on the calling thread,
+    float64, the compilation cache."""
     saved = dict(os.environ)
     flags = os.environ.get("XLA_FLAGS", "")
-    added = {**ONE_THREAD, WORKER_VARIABLE: "1", "JAX_ENABLE_X64": "1",
+    added = {**ONE_THREAD, **SYNCHRONOUS, WORKER_VARIABLE: "1", "JAX_ENABLE_X64": "1",
              "XLA_FLAGS": flags if "xla_cpu_multi_thread_eigen" in flags else f"{XLA_ONE_THREAD} {flags}".strip()}
     cache = _cache_directory()
     if cache:
