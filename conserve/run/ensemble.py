@@ -564,7 +564,8 @@ def _across_processes(assemblies, states, one_system, grid, n_steps, options, pr
             progress(n_steps * sum(bounds[i][1] - bounds[i][0] for i in parts) // m, n_steps)
 
     try:
-        run_in_processes(_slice, jobs, processes, finished)
+        with _collector_paused():  # receiving the members' Solutions allocates as building them does
+            run_in_processes(_slice, jobs, processes, finished)
     except BaseException as err:
         with contextlib.suppress(Exception):  # the original error is the one to report
             err.partial_solution = _merged(parts, bounds, time.perf_counter() - tic, n_steps)
