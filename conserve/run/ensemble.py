@@ -62,7 +62,7 @@ from .workers import in_worker, pickling_problem, run_in_processes, slices, usab
 #: ``workers=None`` runs an ensemble in processes when its work is at least this many unknown-steps
 #: (:func:`~conserve.run.options.run_work`: members × steps × unknowns), about 6 s of steps on one
 #: core, which repays starting the workers (a new Python importing conserve and jax, tracing and
-#: compiling or loading from the compilation cache: 5–9 s; measurements:
+#: compiling or loading from the compilation cache: 3–5 s for the heavy top; measurements:
 #: benchmarks/results/defaults.md, section ``WORKER_WORK``)
 WORKER_WORK = 2 * 10**7
 
