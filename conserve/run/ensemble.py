@@ -1,4 +1,6 @@
-"""simulate_batch(members, t_end, dt, ...) -> Ensemble: one compiled run vmapped over members.
+"""simulate_batch(members, t_end, dt, ...) -> Ensemble: one compiled run vmapped over members
+(or, with ``workers``, the members split across processes, each slice run as here or as a loop of
+single runs: :mod:`conserve.run.workers`).
 
 An ensemble is many runs of one model structure — the same parts, joints, element kinds and
 laws — that differ in their numbers: initial states, masses and inertias, spring and damper
@@ -30,6 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import multiprocessing
+import re
+import time
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -51,6 +56,22 @@ from .fingerprint import fingerprint
 from .grid import time_grid
 from .options import backend_settings, check_mode, check_progress, coarse_step_message, resolve_backend, run_work
 from .pieces import NODE_FIELDS, assemble_solution, left_redundant_rows, piece
+from .simulate import simulate
+from .workers import in_worker, pickling_problem, run_in_processes, slices, usable_cores
+
+#: ``workers=None`` runs an ensemble in processes when its work is at least this many unknown-steps
+#: (:func:`~conserve.run.options.run_work`: members × steps × unknowns), about 6 s of steps on one
+#: core, which repays starting the workers (a new Python importing conserve and jax, tracing and
+#: compiling or loading from the compilation cache: 3–5 s for the heavy top; measurements:
+#: benchmarks/results/defaults.md, section ``WORKER_WORK``)
+WORKER_WORK = 2 * 10**7
+
+#: a worker runs its members one after another as single runs (:func:`conserve.simulate`) when the
+#: backend is the director's and the run has at least this many steps, else vmapped in groups
+#: (measurements: benchmarks/results/defaults.md, section ``LOOP_STEPS``)
+LOOP_STEPS = 500
+
+_warned_unpicklable = False
 
 
 @dataclass
@@ -118,9 +139,9 @@ class Ensemble:
 
 
 def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director", newton=None, order=2, t0=0.0,
-                   chunk=CHUNK, progress=None, compile="auto") -> Ensemble:
-    """Integrate every member of an ensemble from t0 to t_end with the step dt, in one compiled,
-    vmapped run (see the module docstring).
+                   chunk=CHUNK, progress=None, compile="auto", workers=None) -> Ensemble:
+    """Integrate every member of an ensemble from t0 to t_end with the step dt: in this process,
+    one compiled, vmapped run (see the module docstring), or split across processes, one per core.
 
     Parameters
     ----------
@@ -133,14 +154,46 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         velocities) as at assembly.
     backend, newton, order, t0, chunk, compile : as in :func:`conserve.simulate` (a step backend:
         "director", "reduced" or a backend object; "auto" counts the unknown-steps of all members)
-    progress : optional ``progress(steps_done, n_steps)`` after every chunk (the furthest member)
+    progress : optional ``progress(steps_done, n_steps)``. In this process: after every chunk (the
+        furthest member). Across processes: as each worker finishes its slice, ``steps_done`` =
+        ``n_steps`` × the fraction of members finished (rounded down).
+    workers : how many processes run the members (jax computes one process's work on one core at
+        a time, so more cores need more processes):
+
+        * ``1``: all members in this process, vmapped (the module docstring);
+        * ``k > 1``: the members split into k contiguous slices (at most one per member), each run
+          in a spawned process (:mod:`conserve.run.workers`: one thread each for XLA, OpenBLAS,
+          MKL and OpenMP); the Ensembles merged in member order. A worker runs its slice as a
+          loop of single runs (:func:`conserve.simulate`, each member exactly its run alone)
+          when the backend is the director's and the run has at least :data:`LOOP_STEPS` steps,
+          else vmapped as ``workers=1`` does (shorter runs, and the reduced backend, whose single
+          steps cost more than vmapped ones). The members must pickle: their laws (motor laws,
+          forces, potentials, prescribed motions) module-level functions, not lambdas or closures,
+          else :class:`~conserve.errors.ModelError`. A script must keep its simulations under
+          ``if __name__ == "__main__":`` (a spawned worker imports the main script);
+        * ``None`` (default): as many processes as this process may use cores
+          (``os.sched_getaffinity``) when the ensemble's work is at least :data:`WORKER_WORK`
+          unknown-steps (members × steps × unknowns: a few seconds of steps, which repay starting
+          the workers), else 1; members that do not pickle run in this process, with a warning
+          (once per process) saying why — define the laws at module level, or pass workers=1.
+          Inside a worker it is 1.
 
     Returns
     -------
     :class:`Ensemble`. A member whose step fails is kept up to the failure and recorded in
-    ``failures``; the run goes on for the others. Stopped between chunks (Ctrl-C, an error of
-    ``progress``), the exception carries the Ensemble so far in ``err.partial_solution``.
+    ``failures`` (by its index in the whole ensemble); the run goes on for the others. Stopped
+    between chunks (Ctrl-C, an error of ``progress``), the exception carries the Ensemble so far in
+    ``err.partial_solution``: in this process every member's steps so far; across processes (the
+    workers are ended) the members of the slices finished so far, complete, their indices in
+    ``partial_solution.stats["member_index"]``. Across processes, ``stats`` adds ``workers``,
+    ``slices`` ((start, end) member ranges), ``compile_times`` and ``worker_run_times`` (each
+    worker's); ``compile_time`` is the longest worker's, ``run_time`` the wall time from starting
+    the workers to merging their results (process start and compilation included), and
+    ``time_per_member_step`` that wall time per member-step.
     """
+    _refuse_in_worker_start()
+    given_t_end, given_dt = t_end, dt
+    given = {"backend": backend, "newton": newton, "order": order, "t0": t0, "chunk": chunk}  # for the workers
     assemblies, states = _members(members, initial_states)
     check_progress(progress, "simulate_batch")
     t0, t_end, dt, n_steps = time_grid(t0, t_end, dt, chunk, "simulate_batch")
@@ -149,6 +202,14 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     if isinstance(backend, ReferenceBackend):
         raise ModelError(f"simulate_batch: backend '{backend.name}' is a reference integrator; an ensemble needs a "
                          "step backend ('director', 'reduced').")
+    processes = _processes(workers, assemblies, states, backend, n_steps)
+    if processes > 1:
+        _warn_coarse_members(assemblies, states, dt)
+        mode = resolved_mode(check_mode(compile, "simulate_batch"), len(states) * run_work(backend, assemblies[0].model,
+                                                                                            n_steps))
+        loop = backend.name == "director" and n_steps >= LOOP_STEPS
+        return _across_processes(assemblies, states, initial_states is not None, (given_t_end, given_dt), n_steps,
+                                 {**given, "compile": mode}, processes, loop, progress)
     backend = backend.for_ensembles()
     first = assemblies[0]
     model, batch, models = _stacked_models(assemblies)
@@ -442,3 +503,174 @@ def _warn_coarse_members(assemblies, states, dt):
         i = int(fast[0])
         message = coarse_step_message(assemblies[i].layout, states[i].q, states[i].v, dt)
         warnings.warn(f"member {i}: {message}", CoarseStepWarning, stacklevel=3)
+
+
+def _refuse_in_worker_start():
+    """A ModelError when a spawned worker calls simulate_batch while importing the parent's main
+    script (a script without ``if __name__ == "__main__":`` would run its ensemble once per worker)."""
+    if in_worker() and getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise ModelError("simulate_batch: called while a worker process imports the main script, which runs "
+                         "simulations on import; put them under `if __name__ == \"__main__\":` (a spawned worker "
+                         "imports the main script to find the functions it defines), or pass workers=1.")
+
+
+def _processes(workers, assemblies, states, backend, n_steps) -> int:
+    """How many processes run the ensemble: ``workers`` (checked; at most one per member) or, for
+    None, the cores this process may use when the work is at least :data:`WORKER_WORK` unknown-steps
+    and the members pickle (else 1: with a one-time warning naming what did not pickle)."""
+    global _warned_unpicklable
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise ModelError(f"simulate_batch: workers must be None (one process per core for large ensembles) or a "
+                         f"count ≥ 1, got {workers!r}.")
+    m, auto = len(states), workers is None
+    if auto:
+        if in_worker() or m < 2 or usable_cores() < 2 or m * run_work(backend, assemblies[0].model, n_steps) < WORKER_WORK:
+            return 1
+        workers = usable_cores()
+    workers = min(workers, m)
+    if workers == 1:
+        return 1
+    problem = pickling_problem((assemblies[0], backend))
+    if problem is None:
+        return workers
+    advice = ("define the laws (motor laws, forces, prescribed motions) as functions at module level — not lambdas, "
+              "closures or functions of an interactive session")
+    if not auto:
+        raise ModelError(f"simulate_batch: workers={workers} needs members that can be sent to other processes, and "
+                         f"these cannot ({problem}); {advice}, or pass workers=1 to run in this process.")
+    if not _warned_unpicklable:
+        _warned_unpicklable = True
+        warnings.warn(f"simulate_batch: running the ensemble in one process, not {workers}: its members cannot be "
+                      f"sent to worker processes ({problem}). To use every core, {advice}; to silence this, pass "
+                      "workers=1.", UserWarning, stacklevel=3)
+    return 1
+
+
+def _across_processes(assemblies, states, one_system, grid, n_steps, options, processes, loop, progress) -> Ensemble:
+    """The ensemble run in ``processes`` spawned processes (:func:`~conserve.run.workers.run_in_processes`),
+    each on a contiguous slice of the members (:func:`_slice`), merged in member order
+    (:func:`_merged`). Stopped (Ctrl-C, an error of ``progress`` or of a worker), the exception's
+    ``partial_solution`` is the Ensemble of the slices finished so far."""
+    m = len(states)
+    bounds = slices(m, processes)
+    jobs = [((assemblies[0], states[lo:hi]) if one_system else (assemblies[lo:hi], None)) + (lo, *grid, options, loop)
+            for lo, hi in bounds]
+    parts = {}
+    tic = time.perf_counter()
+
+    def finished(j, part):
+        parts[j] = part
+        if progress is not None:
+            progress(n_steps * sum(bounds[i][1] - bounds[i][0] for i in parts) // m, n_steps)
+
+    try:
+        with _collector_paused():  # receiving the members' Solutions allocates as building them does
+            run_in_processes(_slice, jobs, processes, finished)
+    except BaseException as err:
+        with contextlib.suppress(Exception):  # the original error is the one to report
+            err.partial_solution = _merged(parts, bounds, time.perf_counter() - tic, n_steps)
+            if hasattr(err, "add_note"):
+                kept = err.partial_solution.stats["member_index"]
+                err.add_note(f"conserve: the ensemble stopped; the {len(kept)} members of the workers that had finished "
+                             "are kept in err.partial_solution (their indices: err.partial_solution.stats"
+                             "['member_index']).")
+        raise
+    ensemble = _merged(parts, bounds, time.perf_counter() - tic, n_steps)
+    seen = set()
+    for _, (_, caught) in sorted(parts.items()):
+        for category, message in caught:
+            if (category, message) not in seen:
+                seen.add((category, message))
+                warnings.warn(message, category, stacklevel=3)
+    _warn_left_rows(ensemble.members)
+    return ensemble
+
+
+def _slice(members, initial_states, lo, t_end, dt, options, loop):
+    """A worker's job: (the Ensemble of its members, the warnings they raised as (category,
+    message)), by a loop of single runs (:func:`_loop`) or vmapped (``simulate_batch(workers=1)``).
+    Errors name members by their index in the whole ensemble (this slice starts at ``lo``).
+    CoarseStepWarning and ConstraintWarning are left to the parent, which warns once for the
+    ensemble."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if loop:
+                part = _loop(members, initial_states, t_end, dt, options)
+            else:
+                part = simulate_batch(members, t_end, dt, initial_states=initial_states, workers=1, **options)
+        except Exception as err:
+            if err.args and isinstance(err.args[0], str):
+                err.args = (_global_members(err.args[0], lo), *err.args[1:])
+            raise
+    return part, [(w.category, str(w.message)) for w in caught
+                  if not issubclass(w.category, (CoarseStepWarning, ConstraintWarning))]
+
+
+def _global_members(message, lo):
+    """``message`` with every "member i" renamed "member lo + i"."""
+    return re.sub(r"\bmember (\d+)", lambda g: f"member {lo + int(g.group(1))}", message)
+
+
+def _loop(members, initial_states, t_end, dt, options) -> Ensemble:
+    """The Ensemble of :func:`conserve.simulate` of one member after another (the same compiled
+    chunk for all: one structure), failures recorded as in the vmapped run."""
+    tic = time.perf_counter()
+    assemblies, states = _members(members, initial_states)
+    _stacked_models(assemblies)  # one structure, the same laws: as the vmapped run requires
+    solutions, failures, compile_time = [], {}, 0.0
+    with _collector_paused():  # the Solutions kept grow what every full collection walks
+        for i, (assembly, state) in enumerate(zip(assemblies, states)):
+            solution, failure = _single(assembly, state, i, t_end, dt, options)
+            if failure is not None:
+                failures[i] = failure
+            compile_time += solution.stats.get("compile_time") or 0.0
+            solutions.append(solution)
+    run_time = time.perf_counter() - tic - compile_time
+    stats = {**{k: solutions[0].stats.get(k) for k in ("backend", "compile")}, "members": len(solutions),
+             "steps": solutions[0].stats.get("steps"), "unknown_steps": sum(s.stats.get("unknown_steps") or 0 for s in solutions),
+             "compile_time": compile_time, "run_time": run_time,
+             "time_per_member_step": run_time / max(sum(len(s.t) - 1 for s in solutions), 1)}
+    return Ensemble(solutions, failures, stats)
+
+
+def _single(assembly, state, i, t_end, dt, options):
+    """(member i's Solution by :func:`conserve.simulate`, its ConvergenceError as an ensemble
+    records it or None)."""
+    try:
+        return simulate(replace(assembly, initial_state=state), t_end, dt, **options), None
+    except ConvergenceError as err:
+        if err.partial_solution is None:
+            raise
+        return err.partial_solution, ConvergenceError(f"member {i}: {err}", partial_solution=err.partial_solution,
+                                                      step=err.step, time=err.time,
+                                                      residual_history=err.residual_history)
+    except InconsistentInitialState as err:
+        raise InconsistentInitialState(f"simulate_batch: member {i}: {err}") from None
+
+
+def _merged(parts, bounds, wall, n_steps) -> Ensemble:
+    """One Ensemble of the workers' (``parts``: {slice: (Ensemble, warnings)}, slice j the members
+    ``bounds[j]``), in member order: failures under the members' indices in the whole ensemble;
+    stats: run_time the wall time since the processes were started, compile_time the longest of the
+    workers' (compile_times each one's), time_per_member_step the wall time per member-step."""
+    members, failures, index, compile_times, run_times_ = [], {}, [], [], []
+    for j in sorted(parts):
+        part, lo = parts[j][0], bounds[j][0]
+        members += part.members
+        index += range(lo, lo + len(part))
+        failures.update({lo + i: ConvergenceError(_global_members(str(err), lo), partial_solution=err.partial_solution,
+                                                  step=err.step, time=err.time, residual_history=err.residual_history)
+                         for i, err in part.failures.items()})
+        compile_times.append(part.stats.get("compile_time", 0.0))
+        run_times_.append(part.stats.get("run_time", 0.0))
+    done = [parts[j][0].stats for j in sorted(parts)]
+    stats = {"backend": done[0].get("backend") if done else None, "members": len(members), "steps": n_steps,
+             "compile": done[0].get("compile") if done else None,
+             "unknown_steps": sum(s.get("unknown_steps") or 0 for s in done), "workers": len(bounds),
+             "slices": list(bounds), "compile_time": max(compile_times, default=0.0), "compile_times": compile_times,
+             "run_time": wall, "worker_run_times": run_times_,
+             "time_per_member_step": wall / max(sum(len(s.t) - 1 for s in members), 1)}
+    if len(members) < bounds[-1][1]:
+        stats["member_index"] = index
+    return Ensemble(members, failures, stats)

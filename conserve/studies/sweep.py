@@ -144,7 +144,9 @@ def run_members(make_system, members, t_end, dt, directory, options, n_members=1
         _store(directory, members[0], solution, failure, fingerprint(assembly))
         return
     assemblies = [as_assembly(make_system(**m), "sweep") for m in members]
-    ensemble = simulate_batch(assemblies, t_end, dt, **_sweep_code(assemblies[0], t_end, dt, options, n_members))
+    # in this process: the executor spreads the sweep's batches over processes or machines
+    ensemble = simulate_batch(assemblies, t_end, dt, workers=1, **_sweep_code(assemblies[0], t_end, dt, options,
+                                                                         n_members))
     for i, (m, solution) in enumerate(zip(members, ensemble)):
         failure = ensemble.failures.get(i)
         _store(directory, m, solution, None if failure is None else str(failure), fingerprint(assemblies[i]))
