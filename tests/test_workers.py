@@ -4,6 +4,8 @@ in member order. The laws of the members below are module-level functions: they 
 members can be sent to the workers."""
 
 import importlib
+import subprocess
+import sys
 import warnings
 
 import jax.numpy as jnp
@@ -112,7 +114,7 @@ def test_auto_workers_fall_back_to_one_process_with_one_warning(monkeypatch):
     process, warning once why and how to fix it; a small ensemble stays in this process silently."""
     monkeypatch.setattr(ensemble_module, "WORKER_WORK", 0)
     monkeypatch.setattr(ensemble_module, "usable_cores", lambda: 2)
-    monkeypatch.setattr(ensemble_module, "_warned_unpicklable", False)
+    monkeypatch.setattr(ensemble_module, "_warned", set())
     members = [bob_with_lambdas(z) for z in (1.0, 2.0)]
     with pytest.warns(UserWarning, match=r"one process, not 2.*lambda.*module level.*workers=1") as caught:
         first = cs.simulate_batch(members, 0.01, 1e-3)
@@ -128,3 +130,42 @@ def test_auto_workers_keep_a_small_ensemble_in_this_process():
     """workers=None below WORKER_WORK unknown-steps: no process is started."""
     ensemble = cs.simulate_batch([bob(z) for z in (1.0, 2.0)], 0.01, 1e-3)
     assert "workers" not in ensemble.stats and len(ensemble) == 2
+
+
+SCRIPT = """
+import warnings
+import conserve as cs
+import conserve.run.ensemble as ensemble
+from conserve.run.workers import unguarded_main_script
+ensemble.WORKER_WORK, ensemble.usable_cores = 0, lambda: 2  # any ensemble would go to two processes
+members = [cs.problems.free_body(angular_velocity=(1.0, w, 0.5)) for w in (0.1, 0.2)]
+print("top level:", unguarded_main_script() is not None)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    ensemble_ = cs.simulate_batch(members, 0.01, 1e-3)
+print("warned:", any("outside an `if __name__" in str(w.message) for w in caught), "members:", len(ensemble_))
+try:
+    cs.simulate_batch(members, 0.01, 1e-3, workers=2)
+except cs.ModelError as err:
+    print("refused:", "if __name__" in str(err))
+
+
+def main():
+    print("guarded:", unguarded_main_script() is None)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_script_without_a_main_guard_keeps_its_ensemble_in_one_process(tmp_path):
+    """A spawned worker imports the main script: called from a script's top level outside
+    ``if __name__ == "__main__":``, workers=None runs the ensemble in this process with a warning
+    (no worker re-runs the script), workers=2 is refused; a call under the guard is recognised."""
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, check=True,
+                         cwd=tmp_path).stdout
+    assert "top level: True" in out and "warned: True members: 2" in out
+    assert "refused: True" in out and "guarded: True" in out

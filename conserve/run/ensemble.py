@@ -57,7 +57,7 @@ from .grid import time_grid
 from .options import backend_settings, check_mode, check_progress, coarse_step_message, resolve_backend, run_work
 from .pieces import NODE_FIELDS, assemble_solution, left_redundant_rows, piece
 from .simulate import simulate
-from .workers import in_worker, pickling_problem, run_in_processes, slices, usable_cores
+from .workers import in_worker, pickling_problem, run_in_processes, slices, unguarded_main_script, usable_cores
 
 #: ``workers=None`` runs an ensemble in processes when its work is at least this many unknown-steps
 #: (:func:`~conserve.run.options.run_work`: members × steps × unknowns), about 6 s of steps on one
@@ -71,7 +71,8 @@ WORKER_WORK = 2 * 10**7
 #: (measurements: benchmarks/results/defaults.md, section ``LOOP_STEPS``)
 LOOP_STEPS = 500
 
-_warned_unpicklable = False
+#: the kinds of one-time warnings given in this process (:func:`_warn_once`)
+_warned: set = set()
 
 
 @dataclass
@@ -170,12 +171,14 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
           steps cost more than vmapped ones). The members must pickle: their laws (motor laws,
           forces, potentials, prescribed motions) module-level functions, not lambdas or closures,
           else :class:`~conserve.errors.ModelError`. A script must keep its simulations under
-          ``if __name__ == "__main__":`` (a spawned worker imports the main script);
+          ``if __name__ == "__main__":`` (a spawned worker imports the main script), else
+          :class:`~conserve.errors.ModelError` (:func:`~conserve.run.workers.unguarded_main_script`);
         * ``None`` (default): as many processes as this process may use cores
           (``os.sched_getaffinity``) when the ensemble's work is at least :data:`WORKER_WORK`
           unknown-steps (members × steps × unknowns: a few seconds of steps, which repay starting
-          the workers), else 1; members that do not pickle run in this process, with a warning
-          (once per process) saying why — define the laws at module level, or pass workers=1.
+          the workers), else 1; members that do not pickle, or a call from a script's top level
+          outside its ``if __name__ == "__main__":`` block, run in this process, with a warning
+          (once per process and cause) saying why and how to use every core.
           Inside a worker it is 1.
 
     Returns
@@ -518,17 +521,29 @@ def _processes(workers, assemblies, states, backend, n_steps) -> int:
     """How many processes run the ensemble: ``workers`` (checked; at most one per member) or, for
     None, the cores this process may use when the work is at least :data:`WORKER_WORK` unknown-steps
     and the members pickle (else 1: with a one-time warning naming what did not pickle)."""
-    global _warned_unpicklable
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ModelError(f"simulate_batch: workers must be None (one process per core for large ensembles) or a "
                          f"count ≥ 1, got {workers!r}.")
     m, auto = len(states), workers is None
     if auto:
-        if in_worker() or m < 2 or usable_cores() < 2 or m * run_work(backend, assemblies[0].model, n_steps) < WORKER_WORK:
+        small = m * run_work(backend, assemblies[0].model, n_steps) < WORKER_WORK
+        if in_worker() or m < 2 or usable_cores() < 2 or small:
             return 1
         workers = usable_cores()
     workers = min(workers, m)
     if workers == 1:
+        return 1
+    script = unguarded_main_script()
+    if script is not None:
+        guard = (f"the script {script} calls simulate_batch outside an `if __name__ == \"__main__\":` block, and "
+                 "a worker process imports the script (to find the functions it defines), so it would run that code "
+                 "again")
+        if not auto:
+            raise ModelError(f"simulate_batch: workers={workers}: {guard}; put the simulation under "
+                             "`if __name__ == \"__main__\":`, or pass workers=1.")
+        _warn_once("unguarded", f"simulate_batch: running the ensemble in one process, not {workers}: {guard}. To use "
+                   "every core, put the simulation under `if __name__ == \"__main__\":`; to silence this, pass "
+                   "workers=1.")
         return 1
     problem = pickling_problem((assemblies[0], backend))
     if problem is None:
@@ -538,12 +553,17 @@ def _processes(workers, assemblies, states, backend, n_steps) -> int:
     if not auto:
         raise ModelError(f"simulate_batch: workers={workers} needs members that can be sent to other processes, and "
                          f"these cannot ({problem}); {advice}, or pass workers=1 to run in this process.")
-    if not _warned_unpicklable:
-        _warned_unpicklable = True
-        warnings.warn(f"simulate_batch: running the ensemble in one process, not {workers}: its members cannot be "
-                      f"sent to worker processes ({problem}). To use every core, {advice}; to silence this, pass "
-                      "workers=1.", UserWarning, stacklevel=3)
+    _warn_once("unpicklable", f"simulate_batch: running the ensemble in one process, not {workers}: its members "
+               f"cannot be sent to worker processes ({problem}). To use every core, {advice}; to silence this, pass "
+               "workers=1.")
     return 1
+
+
+def _warn_once(kind, message):
+    """``message`` as a UserWarning, once per process and kind (at the caller of simulate_batch)."""
+    if kind not in _warned:
+        _warned.add(kind)
+        warnings.warn(message, UserWarning, stacklevel=4)
 
 
 def _across_processes(assemblies, states, one_system, grid, n_steps, options, processes, loop, progress) -> Ensemble:
@@ -571,8 +591,8 @@ def _across_processes(assemblies, states, one_system, grid, n_steps, options, pr
             err.partial_solution = _merged(parts, bounds, time.perf_counter() - tic, n_steps)
             if hasattr(err, "add_note"):
                 kept = err.partial_solution.stats["member_index"]
-                err.add_note(f"conserve: the ensemble stopped; the {len(kept)} members of the workers that had finished "
-                             "are kept in err.partial_solution (their indices: err.partial_solution.stats"
+                err.add_note(f"conserve: the ensemble stopped; the {len(kept)} members of the workers that had "
+                             "finished are kept in err.partial_solution (their indices: err.partial_solution.stats"
                              "['member_index']).")
         raise
     ensemble = _merged(parts, bounds, time.perf_counter() - tic, n_steps)
@@ -628,7 +648,8 @@ def _loop(members, initial_states, t_end, dt, options) -> Ensemble:
             solutions.append(solution)
     run_time = time.perf_counter() - tic - compile_time
     stats = {**{k: solutions[0].stats.get(k) for k in ("backend", "compile")}, "members": len(solutions),
-             "steps": solutions[0].stats.get("steps"), "unknown_steps": sum(s.stats.get("unknown_steps") or 0 for s in solutions),
+             "steps": solutions[0].stats.get("steps"),
+             "unknown_steps": sum(s.stats.get("unknown_steps") or 0 for s in solutions),
              "compile_time": compile_time, "run_time": run_time,
              "time_per_member_step": run_time / max(sum(len(s.t) - 1 for s in solutions), 1)}
     return Ensemble(solutions, failures, stats)

@@ -9,8 +9,9 @@ parent's main script under the name ``__mp_main__`` (so a script must keep its s
 
 Each worker gets, in its environment before anything is imported: one thread for OpenBLAS, MKL and
 OpenMP, and one for XLA's CPU computations, run on the calling thread (:data:`ONE_THREAD`,
-:data:`XLA_ONE_THREAD`, :data:`SYNCHRONOUS`), so k workers use k cores without oversubscribing them; the parent's ``XLA_FLAGS`` (conserve's loop-kernel option
-among them), float64, and the parent's persistent compilation cache directory if one is enabled.
+:data:`XLA_ONE_THREAD`, :data:`SYNCHRONOUS`), so k workers use k cores without oversubscribing
+them; the parent's ``XLA_FLAGS`` (conserve's loop-kernel option among them), float64, and the
+parent's persistent compilation cache directory if one is enabled.
 Nothing is pinned: the operating system places the workers on the cores this process may use.
 
 The workers are kept for later calls (a second ensemble starts no process, imports nothing and
@@ -21,8 +22,10 @@ of ``on_result``) it ends the workers and raises.
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
+import functools
 import os
 import pickle
 import signal
@@ -112,6 +115,40 @@ def pickling_problem(obj) -> str | None:
         return (f"{', '.join(sorted(set(checker.interactive)))} defined in an interactive session's __main__, which a "
                 "spawned process cannot import")
     return None
+
+
+def unguarded_main_script() -> str | None:
+    """The path of the main script when this call comes from its top level outside an
+    ``if __name__ == "__main__":`` block — a spawned worker, which imports the main script, would
+    run that code again — else None (a guarded call, an interactive session, no script)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not str(path).endswith(".py") or not os.path.isfile(path):
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:  # not called from the script's top level (a thread, a callback of an event loop)
+        return None
+    guards = _main_guards(path, os.path.getmtime(path))
+    return None if any(first <= frame.f_lineno <= last for first, last in guards) else path
+
+
+@functools.lru_cache(maxsize=8)
+def _main_guards(path, mtime):
+    """The (first, last) lines of the module-level ``if __name__ == "__main__":`` blocks of a script."""
+    def is_main_test(test):
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+            return False
+        sides = (test.left, test.comparators[0])
+        return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+                and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ()
+    return tuple((node.lineno, node.end_lineno) for node in tree.body
+                 if isinstance(node, ast.If) and is_main_test(node.test))
 
 
 @contextlib.contextmanager
