@@ -14,11 +14,12 @@ unless the environment says otherwise, read once at import:
 * ``CONSERVE_COMPILATION_CACHE=off`` (or ``0``, ``false``, ``no``) — no cache;
 * ``JAX_COMPILATION_CACHE_DIR`` set — jax's own setting is left as it is.
 
-Within a process: :func:`enable_compilation_cache`, :func:`disable_compilation_cache`; on disk:
-:func:`clear_compilation_cache` (or ``conserve cache clear``; ``conserve cache`` shows where and
-how much). The cache grows with every new model structure (a few hundred kB each) and is never
-trimmed by conserve. Configuring it imports no jax (before jax is imported, by the environment
-variables jax reads when it is: the setting also reaches child processes).
+Within a process: :func:`conserve.enable_compilation_cache`,
+:func:`conserve.disable_compilation_cache`; on disk: :func:`conserve.clear_compilation_cache`
+(or ``conserve cache clear``; ``conserve cache`` shows where and how much). The cache grows
+with every new model structure (a few hundred kB each) and is never trimmed by conserve.
+Configuring it imports no jax (before jax is imported, by the environment variables jax reads
+when it is: the setting also reaches child processes).
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def requested_directory() -> Path | None:
 def enable_compilation_cache(directory=None, min_compile_seconds: float = 0.0) -> Path:
     """Keep every compilation that took at least ``min_compile_seconds`` (s; default 0: a run also
     jit-compiles small functions, diagnostics and recoveries, worth keeping too) in ``directory``
-    (default: :func:`default_directory`) and load it from there, in this process and in later
-    ones that enable the same directory. Returns the directory."""
+    (default: :func:`~conserve.compilation.cache.default_directory`) and load it from there, in
+    this process and in later ones that enable the same directory. Returns the directory."""
     import jax
 
     path = Path(directory).expanduser() if directory is not None else default_directory()
@@ -93,11 +94,10 @@ def cache_contents(directory=None) -> tuple[int, int]:
 
 def clear_compilation_cache(directory=None) -> tuple[int, int]:
     """Delete jax's cache files (and nothing else) in ``directory`` (default: the cache in use,
-    else :func:`requested_directory`). Returns the (entries, bytes) removed. Programs this
-    process holds in memory stay compiled; later processes compile again."""
-    files = _entries(directory)
-    removed = sum(f.name.endswith("-cache") for f in files), sum(f.stat().st_size for f in files)
-    for f in files:
+    else :func:`~conserve.compilation.cache.requested_directory`). Returns the (entries, bytes)
+    removed. Programs this process holds in memory stay compiled; later processes compile again."""
+    removed = cache_contents(directory)
+    for f in _entries(directory):
         f.unlink(missing_ok=True)
     return removed
 

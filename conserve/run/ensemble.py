@@ -166,7 +166,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
           in a spawned process (:mod:`conserve.run.workers`: one thread each for XLA, OpenBLAS,
           MKL and OpenMP); the Ensembles merged in member order. A worker runs its slice as a
           loop of single runs (:func:`conserve.simulate`, each member exactly its run alone)
-          when the backend is the director's and the run has at least :data:`LOOP_STEPS` steps,
+          when the backend is the director's and the run has at least :data:`~conserve.run.ensemble.LOOP_STEPS` steps,
           else vmapped as ``workers=1`` does (shorter runs, and the reduced backend, whose single
           steps cost more than vmapped ones). The members must pickle: their laws (motor laws,
           forces, potentials, prescribed motions) module-level functions, not lambdas or closures,
@@ -174,7 +174,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
           ``if __name__ == "__main__":`` (a spawned worker imports the main script), else
           :class:`~conserve.errors.ModelError` (:func:`~conserve.run.workers.unguarded_main_script`);
         * ``None`` (default): as many processes as this process may use cores
-          (``os.sched_getaffinity``) when the ensemble's work is at least :data:`WORKER_WORK`
+          (``os.sched_getaffinity``) when the ensemble's work is at least :data:`~conserve.run.ensemble.WORKER_WORK`
           unknown-steps (members × steps × unknowns: a few seconds of steps, which repay starting
           the workers), else 1; members that do not pickle, or a call from a script's top level
           outside its ``if __name__ == "__main__":`` block, run in this process, with a warning
@@ -519,8 +519,9 @@ def _refuse_in_worker_start():
 
 def _processes(workers, assemblies, states, backend, n_steps) -> int:
     """How many processes run the ensemble: ``workers`` (checked; at most one per member) or, for
-    None, the cores this process may use when the work is at least :data:`WORKER_WORK` unknown-steps
-    and the members pickle (else 1: with a one-time warning naming what did not pickle)."""
+    None, the cores this process may use when the work is at least :data:`WORKER_WORK`
+    unknown-steps, the members pickle and the call is not from a script's unguarded top level
+    (else 1, with a one-time warning saying why)."""
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ModelError(f"simulate_batch: workers must be None (one process per core for large ensembles) or a "
                          f"count ≥ 1, got {workers!r}.")
