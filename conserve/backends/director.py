@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compilation.modes import jit_quick
-from ..discrete.linear import BlockTree, Coloured, Dense, block_tree, coloured
+from ..discrete.linear import BlockTree, BorderedTree, Coloured, Dense, block_tree, bordered_tree, coloured
 from ..discrete.newton import Newton, empty_memory, newton_solve
 from ..discrete.scheme import advance, equations, predictor, rotor_weights, spin_rates, turn_rates
 from ..discrete.turning import directors, turn, turns_with_the_bodies
@@ -77,7 +77,7 @@ class Director(StepBackend):
     def prepare(self, model: Model, state: State) -> Director:
         if not isinstance(self.linear, str):
             return self
-        return replace(self, linear=linear_solver(self, model, state))
+        return replace(self, linear=linear_solver(self, model, state, bordered=True))
 
     def init(self, model: Model, state: State) -> Carry:
         """The carry at t0: the state, zero multipliers, the :class:`Trend` of the rates at t0
@@ -100,7 +100,7 @@ class Director(StepBackend):
 
     @property
     def _linear(self):
-        return self.linear if isinstance(self.linear, (Dense, BlockTree)) else Dense()
+        return self.linear if isinstance(self.linear, (Dense, BlockTree, BorderedTree)) else Dense()
 
     def step(self, model: Model, carry: Carry, t, h):
         state, record, memory, trend = step(model, carry.state, carry.multipliers, t, h, self.newton, self._linear,
@@ -114,7 +114,8 @@ class Director(StepBackend):
 def check_options(backend):
     """A clear error for ``linear`` and ``reuse`` options a backend does not know."""
     kind = type(backend).__name__
-    if not (backend.linear in ("auto", "dense", "tree") or isinstance(backend.linear, (Dense, BlockTree))):
+    solvers = (Dense, BlockTree, BorderedTree)
+    if not (backend.linear in ("auto", "dense", "tree") or isinstance(backend.linear, solvers)):
         raise ValueError(f"{kind}: linear must be 'auto', 'dense' or 'tree', got {backend.linear!r}.")
     if backend.reuse not in ("auto", True, False):
         raise ValueError(f"{kind}: reuse must be True, False or 'auto', got {backend.reuse!r}.")
@@ -135,7 +136,7 @@ STRUCTURE_MIN_NODES = 2
 TREE_MIN_NODES = 4
 
 
-def linear_solver(backend, model: Model, state: State, tree_possible=True):
+def linear_solver(backend, model: Model, state: State, tree_possible=True, bordered=False):
     """The solver a backend's ``linear`` option ("auto", "dense" or "tree") chooses for a model:
     the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one
     (and, for "auto", at least ``TREE_MIN_NODES`` nodes); else, for "auto", the
@@ -149,11 +150,11 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True):
     nodes = n_rigid + model.n_coordinates // 3 - 4 * n_rigid  # bodies and point masses
     if backend.linear == "dense" or (backend.linear == "auto" and nodes < STRUCTURE_MIN_NODES):
         return Dense()  # too small to gain from structure: skip finding it (a compilation)
-    key = (id(model), backend.linear, tree_possible)
+    key = (id(model), backend.linear, tree_possible, bordered)
     if key in _found and _found[key][0]() is model:  # found for this model object before (any state)
         _found.move_to_end(key)
         return _found[key][1]
-    solver = _found_solver(backend, model, state, tree_possible)
+    solver = _found_solver(backend, model, state, tree_possible, bordered)
     _found.pop(key, None)  # a stale entry of an earlier model at this address: the new one goes last
     _found[key] = (weakref.ref(model), solver)
     while len(_found) > MAX_FOUND:
@@ -171,17 +172,25 @@ _found: OrderedDict = OrderedDict()
 MAX_FOUND = 32
 
 
-def _found_solver(backend, model: Model, state: State, tree_possible):
-    """:func:`linear_solver`'s search: the pattern of sampled Newton matrices, its colouring and tree."""
+def _found_solver(backend, model: Model, state: State, tree_possible, bordered=False):
+    """:func:`linear_solver`'s search: the pattern of sampled Newton matrices, its colouring and
+    tree (:func:`~conserve.discrete.linear.block_tree`); without one and with ``bordered``, the
+    tree bordered by the rows that close cycles of free bodies
+    (:func:`~conserve.discrete.linear.bordered_tree`: a Schur complement of k border unknowns,
+    O(N k + k³) per step)."""
     jacobians = sampled_jacobians(model, state)
     nq, n = model.n_coordinates, jacobians[0].shape[0]
     # one colouring of the sampled pattern (widened to 3-blocks of coordinates) for either solver
     columns = coloured(jacobians, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)]))
     tree = block_tree(jacobians, _nodes(model), columns=columns) if tree_possible else None
+    if tree is None and tree_possible and bordered:  # cycles of free bodies: set their closing rows aside
+        tree = bordered_tree(jacobians, _nodes(model), columns=columns)
     if tree is None and backend.linear == "tree":
+        loops = "" if bordered else "a loop of free bodies, "
         raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
-                         "(a loop of free bodies, or an element joining more than two bodies or distant ones); use "
-                         "'auto' or 'dense'.")
+                         f"({loops}a loop closed by a spring or by joint rows that couple two bodies' coordinates, "
+                         "an element joining more than two bodies or distant ones, or blocks too ill-conditioned "
+                         "to eliminate); use 'auto' or 'dense'.")
     if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
         return tree
     return columns if columns.n_colours < n else Dense()
