@@ -189,20 +189,23 @@ def free_ring(n, joint=cs.Revolute, spin=(0.3, -0.2, 1.0), closure=None):
     return cs.System([*bars, *joints])
 
 
-@pytest.mark.parametrize("n, joint", [(6, cs.Revolute), (12, cs.Spherical)])
-def test_a_free_ring_is_a_bordered_tree_that_solves_as_the_dense_lu(n, joint):
+@pytest.mark.parametrize("n, joint, chain, border", [(6, cs.Revolute, 6, 2), (12, cs.Spherical, 12, 3),
+                                                    (6, "spring", 5, 23)])
+def test_a_free_ring_is_a_bordered_tree_that_solves_as_the_dense_lu(n, joint, chain, border):
     """A ring of free bodies has no tree of nodes, but without its closing joint's rows (the
     border: 3 for a spherical joint, 2 for the revolute one, whose other 3 are redundant in the
-    plane and dropped) it is a chain: its blocks and the border's B, C, E, read from the coloured
+    plane and dropped) it is a chain; a ring closed by a spring (a direct coupling of two bodies,
+    no multiplier to set aside) is one without a body, its 12 coordinates, 6 rows of its own and
+    the 5 of its joint in the border. The blocks and the border's B, C, E, read from the coloured
     derivatives, assemble jacfwd's J, and the Schur complement elimination solves J x = r to
     round-off, with LAPACK's LU and with Gauss–Jordan (``kernel=True``)."""
-    model, state = _model_and_state(free_ring(n, joint))
+    closure = 50.0 if joint == "spring" else None
+    model, state = _model_and_state(free_ring(n, cs.Revolute if closure else joint, closure=closure))
     samples = sampled_jacobians(model, state)
     assert block_tree(samples, _nodes(model)) is None  # a cycle
     solver = bordered_tree(samples, _nodes(model))
-    assert isinstance(solver, BorderedTree) and solver.n_nodes == n
-    assert solver.n_border == (2 if joint is cs.Revolute else 3)
-    assert solver.largest_inverse(len(samples[0])) == solver.width
+    assert isinstance(solver, BorderedTree) and solver.n_nodes == chain and solver.n_border == border
+    assert solver.largest_inverse(len(samples[0])) == max(solver.width, border)
     rng = np.random.default_rng(1)
     size = len(samples[0])
     noise, r, w = 1e-4 * rng.standard_normal(size), rng.standard_normal(size), np.abs(rng.standard_normal(size))
@@ -257,18 +260,40 @@ def test_a_free_ring_runs_on_its_bordered_tree_as_on_the_dense_lu():
     assert np.max(np.abs(sol.q[-1] - sol.q[0])) > 0.1  # and turned
 
 
-def test_a_cycle_closed_by_a_spring_gets_no_bordered_tree():
-    """Six bars jointed in a chain whose ends a spring joins: the cycle is closed by a direct
-    coupling between two bodies, which no multiplier border removes, so "auto" keeps the coloured
-    dense LU and "tree" is refused; four bars in a floating square of spherical joints are a
-    bordered tree."""
-    model, state = _model_and_state(free_ring(6, closure=50.0))
-    assert bordered_tree(sampled_jacobians(model, state), _nodes(model)) is None
+def test_bordered_tree_sets_aside_the_rows_or_the_node_that_close_a_cycle():
+    """A chain of 5 nodes closed into a ring by a multiplier row joining its ends: that row is the
+    border; with every pair of neighbours also coupled directly (springs, or joint rows bilinear
+    in two bodies), the cycle's closing coupling is direct: the last node and the row touching it
+    are. Either elimination solves J x = r; without a cycle there is
+    no bordered tree (:func:`block_tree` serves)."""
+    J, node = _kkt_chain(5)
+    assert bordered_tree([J], node) is None
+    closed = np.pad(J, ((0, 1), (0, 1)))
+    closed[-1, [0, 1, 8, 9]] = closed[[0, 1, 8, 9], -1] = [1.0, -0.5, 0.7, 0.3]  # a row on nodes 0 and 4
+    sprung = J.copy()
+    for a, c in ((0, 1), (1, 2), (2, 3), (3, 4), (0, 4)):  # every pair of neighbours coupled directly too
+        qa, qc = [2 * a, 2 * a + 1], [2 * c, 2 * c + 1]
+        sprung[np.ix_(qa, qc)] = sprung[np.ix_(qc, qa)] = 0.3
+    rng = np.random.default_rng(3)
+    for matrix, nodes, border in ((closed, np.append(node, -1), [len(closed) - 1]), (sprung, node, [8, 9, 14])):
+        tree = bordered_tree([matrix], nodes)
+        assert isinstance(tree, BorderedTree) and list(tree.border) == border
+        r = rng.standard_normal(len(matrix))
+
+        @once
+        def solve(J, r):
+            return tree.solve(tree.factorise(tree.jacobian(lambda x: J @ x, jnp.zeros(len(r)))), r)
+
+        np.testing.assert_allclose(np.asarray(solve(jnp.asarray(matrix), jnp.asarray(r))), np.linalg.solve(matrix, r),
+                                   rtol=1e-10)
+
+
+def test_a_ring_of_three_bodies_keeps_the_coloured_dense_lu():
+    """Fewer than TREE_MIN_NODES nodes: "auto" keeps the coloured dense LU for a ring of three
+    bars, "tree" takes its bordered tree."""
+    model, state = _model_and_state(free_ring(3, cs.Spherical))
     assert isinstance(Director().prepare(model, state).linear, Coloured)
-    with pytest.raises(ValueError, match="not a tree"):
-        Director(linear="tree").prepare(model, state)
-    assert isinstance(Director(linear="tree").prepare(*_model_and_state(free_ring(4, cs.Spherical))).linear,
-                      BorderedTree)
+    assert isinstance(Director(linear="tree").prepare(model, state).linear, BorderedTree)
 
 
 def test_a_chain_of_loops_closed_through_the_ground_is_eliminated_in_linear_time():

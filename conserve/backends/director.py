@@ -33,11 +33,14 @@ class Director(StepBackend):
     "auto" (default) eliminates along the bodies' tree when the model's couplings form one of at
     least ``TREE_MIN_NODES`` nodes (chains, trees, and chains of kinematic loops closed through
     the ground such as the N-four-bar, each loop's closing joint and the two bodies it joins one
-    node: cost linear in the number of bodies and loops) and uses a dense LU otherwise: of a
+    node: cost linear in the number of bodies and loops), or along a tree bordered by the rows
+    that close loops of free bodies (a floating ring:
+    :class:`~conserve.discrete.linear.BorderedTree`, the Schur complement of k border unknowns,
+    linear in the bodies for a fixed number of loops), and uses a dense LU otherwise: of a
     matrix formed from coloured derivatives (:class:`~conserve.discrete.linear.Coloured`) for
     other loops and small trees, of ``jax.jacfwd``'s
     for fewer than ``STRUCTURE_MIN_NODES`` bodies; "dense" (``jax.jacfwd``) and "tree" force one
-    ("tree" refuses a model that is not a tree). The structure is found by
+    ("tree" takes a bordered tree too, and refuses a model that is neither). The structure is found by
     :meth:`prepare` (``simulate`` calls it); an unprepared backend, as in ``cs.step`` on a traced
     model, solves densely. All give the same steps to the Newton tolerance.
 
@@ -47,15 +50,17 @@ class Director(StepBackend):
     the bodies' directors were D_old, serve as Q J Qᵀ with each body's rotation D_n D_oldᵀ since;
     the step equations are objective, so this misses J only by how the motion changed otherwise):
     True, False, or "auto" (default): carried with the plain dense LU (single bodies) and with the
-    tree solver of a tree (not of loops), for a model without forces whose derivative changes with the
-    configuration (``conserve.discrete.turning.turns_with_the_bodies``: no potentials but uniform
-    gravity, no applied loads; a field's force gradient does not turn with the bodies, and carried
-    chords then drift the energy). Carried factors pay on single bodies and trees; "auto" leaves
-    the coloured dense LU (loops, two or three bodies) and the tree solver of loops without: there
-    the bodies turn against each other, a joint's rows can turn with only one of them, the chords
-    converge slowly, which pays for some models and not for others, and their leftovers can drift
-    the energy (the 4-loop four-bar: −1.6e-14 relative over 10⁵ steps, against a random walk
-    within 4e-15 with fresh factors) — pass ``reuse=True`` where it pays (the P5 crane).
+    tree solver of a tree (not of loops, nor a bordered tree), for a model without forces whose
+    derivative changes with the configuration (``conserve.discrete.turning.turns_with_the_bodies``:
+    no potentials but uniform gravity, no applied loads; a field's force gradient does not turn
+    with the bodies, and carried chords then drift the energy). Carried factors pay on single
+    bodies and trees; "auto" leaves the coloured dense LU (loops, two or three bodies) and the tree
+    solver of loops without: there the bodies turn against each other, a joint's rows can turn with
+    only one of them, the chords converge slowly, which pays for some models and not for others,
+    and their leftovers can drift the energy (the 4-loop four-bar: −1.6e-14 relative over 10⁵
+    steps, against a random walk within 4e-15 with fresh factors) — pass ``reuse=True`` where it
+    pays (the P5 crane). A bordered tree's loops are left without likewise; ``reuse=True`` carries
+    its factors as any solver's (the turn is applied outside the solver: Q J_old⁻¹ Qᵀ).
     Chords with carried factors are accepted only below
     :data:`~conserve.discrete.newton.CHORD_ERROR_CARRIED`, so the energy balance holds to
     round-off as with fresh factors (measurements: benchmarks/results/defaults.md, sections
@@ -138,14 +143,17 @@ TREE_MIN_NODES = 4
 
 def linear_solver(backend, model: Model, state: State, tree_possible=True, bordered=False):
     """The solver a backend's ``linear`` option ("auto", "dense" or "tree") chooses for a model:
-    the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one
-    (and, for "auto", at least ``TREE_MIN_NODES`` nodes); else, for "auto", the
+    the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one,
+    else with ``bordered`` (the director backend's choice; the reduced backend's structured form
+    takes none) the :class:`~conserve.discrete.linear.BorderedTree` of its cycles of free bodies
+    if their closing rows can be set aside and its elimination passes the condition check (for
+    "auto", either with at least ``TREE_MIN_NODES`` nodes); else, for "auto", the
     :class:`~conserve.discrete.linear.Coloured` dense solver when colouring saves directional
     derivatives (a double pendulum's 29 instead of 44, the P5 crane's 32 instead of 53;
     measurements: benchmarks/results/defaults.md, section ``Director.linear``), and
     :class:`~conserve.discrete.linear.Dense` otherwise;
     "dense" is always :class:`~conserve.discrete.linear.Dense` (``jax.jacfwd``); "tree" without a
-    tree (or ``tree_possible`` False) is an error. Found once per model object (``_found``)."""
+    tree or bordered tree (or ``tree_possible`` False) is an error. Found once per model object (``_found``)."""
     n_rigid = model.rigid_frames.shape[0]
     nodes = n_rigid + model.n_coordinates // 3 - 4 * n_rigid  # bodies and point masses
     if backend.linear == "dense" or (backend.linear == "auto" and nodes < STRUCTURE_MIN_NODES):
@@ -188,9 +196,8 @@ def _found_solver(backend, model: Model, state: State, tree_possible, bordered=F
     if tree is None and backend.linear == "tree":
         loops = "" if bordered else "a loop of free bodies, "
         raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
-                         f"({loops}a loop closed by a spring or by joint rows that couple two bodies' coordinates, "
-                         "an element joining more than two bodies or distant ones, or blocks too ill-conditioned "
-                         "to eliminate); use 'auto' or 'dense'.")
+                         f"({loops}an element joining more than two bodies or distant ones, or blocks too "
+                         "ill-conditioned to eliminate); use 'auto' or 'dense'.")
     if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
         return tree
     return columns if columns.n_colours < n else Dense()

@@ -2,7 +2,7 @@
 
 A Newton iteration needs J = ∂r/∂x (``jacobian``: in the solver's own storage), its
 factorisation (``factorise``), solves with the factors (``solve``) and, for its round-off test,
-``|J| w`` (``abs_times``). Two interchangeable solvers provide them (:func:`conserve.discrete.newton.newton_solve`
+``|J| w`` (``abs_times``). Interchangeable solvers provide them (:func:`conserve.discrete.newton.newton_solve`
 takes either):
 
 * :class:`Dense`: J from ``jax.jacfwd`` (n directional derivatives), dense LU with partial
@@ -10,9 +10,10 @@ takes either):
 * :class:`Coloured`: the dense LU, J from compressed directional derivatives (Curtis, Powell
   and Reid 1974): unknowns that share no row of J take one colour, one derivative probes all
   unknowns of a colour, and each entry is read back from its column's probe. For systems whose
-  couplings are not a tree of nodes (a loop of free bodies) or cannot be eliminated along it, and
-  for trees too small to gain from the elimination: a double four-bar (119 unknowns) needs 21 derivatives
-  instead of 119, the P5 crane 32 instead of 53.
+  couplings are neither a tree of nodes nor a bordered one (an element joining three bodies in
+  a cycle, a border of more than half the unknowns) or cannot be eliminated along it, and for
+  trees too small to gain from the elimination: a double four-bar (119 unknowns) needs 21
+  derivatives instead of 119, the P5 crane 32 instead of 53.
 * :class:`BlockTree`: the unknowns grouped into *nodes* (a body with its internal and joint
   multipliers and its rotors; a kinematic loop's closing joint with the two bodies it joins),
   whose couplings form a forest (chains, trees, chains of loops closed through the ground: every
@@ -26,6 +27,17 @@ takes either):
   block; in a one-kernel loop Gauss–Jordan with the same pivots, ``kernel=True``): O(N b³) for N
   nodes of width b, a ``lax.scan`` over the tree's levels (the nodes of one level at once) whose
   code does not grow with N.
+* :class:`BorderedTree`: a :class:`BlockTree` bordered by the k multipliers that close the cycles
+  of a node graph that no ground closes (a ring of free bodies: the rows of one joint per
+  independent cycle; where a cycle is closed by a direct coupling of two bodies — a spring, a
+  revolute joint's axis rows, bilinear in both bodies' coordinates — a body with the rows that
+  touch it), J = [[A, B], [C, E]] with A the tree's part. The border is eliminated by the
+  Schur complement of A (bordered systems; Golub and Van Loan, Matrix Computations, §4.2 and
+  block LU): Y = A⁻¹ B by k solves along the tree, S = E − C Y (k × k) and its LU; a solve is
+  y = A⁻¹ r_t, x_c = S⁻¹ (r_c − C y), x_t = y − Y x_c. O(N b³ + N b² k + k³) per factorisation:
+  linear in the bodies for a fixed number of loops, where the coloured dense LU of the same
+  matrix is O(N³) (measurements: benchmarks/results/free_ring.md). All its blocks are read from
+  the coloured solver's directional derivatives (the colouring of the full pattern).
 
 :class:`Imaged` is :class:`Dense` for a residual that also returns an image of its unknowns (the
 reduced dense step's increments), whose solution's image it forms from the last correction.
@@ -34,7 +46,8 @@ reduced dense step's increments), whose solution's image it forms from the last 
 (:func:`sampled_pattern`, :func:`column_colours`; once per model structure, outside jit), and
 :func:`block_tree` finds the nodes and the tree, whose blocks it reads with those colours; it
 returns None when the couplings are not a forest (a loop of free bodies, a spring between
-distant bodies). Both read the
+distant bodies). :func:`bordered_tree` then sets aside the unknowns that close the cycles, or
+returns None. All read the
 pattern off J at a few random points: an entry that vanishes at all of them although the model
 couples its unknowns (a force law switched off there) is read as zero, and Newton then converges
 slowly or fails (the residual is exact, so a converged step is right); ``linear="dense"`` serves.
@@ -437,7 +450,8 @@ def _kernel_inverses(D):
 
 def block_tree(jacobians, node, max_condition=1e10, columns=None):
     """The :class:`BlockTree` of a Newton matrix, or None if its couplings are not a forest or its
-    blocks cannot be eliminated without pivoting between them.
+    blocks cannot be eliminated without pivoting between them (for cycles of free bodies,
+    :func:`bordered_tree` sets their closing rows aside).
 
     Two rootings of each tree: the *owners'* one decides which node a multiplier joins (the one
     farther from the owner root among the two its row couples), the *elimination's* one the order.
@@ -533,58 +547,38 @@ def bordered_tree(jacobians, node, max_condition=1e10, columns=None):
     A spanning forest of the node graph is grown coupling by coupling, a coupling being all that
     joins one set of nodes: the free unknowns (multipliers) whose rows touch just these nodes (a
     joint's rows) and the direct couplings between them (a spring; the terms Gᵀλ of a joint's rows
-    bilinear in two bodies' coordinates). Those with direct couplings come first, as they cannot be
-    set aside, then the others in the order of their first unknown; a coupling whose nodes the
-    forest already connects closes a cycle, and its free unknowns become the *border* (a loop's
-    closing joint, k unknowns in all). None when direct couplings close a cycle (nothing to set
-    aside), when there is no border (the
-    couplings are a forest: :func:`block_tree` decides), when the rest is no forest
-    :func:`block_tree`'s search accepts, or when the Schur complement S of the border is singular
-    or ill-conditioned (its condition number above ``max_condition`` on some J given). Parameters
-    as :func:`block_tree`'s."""
+    bilinear in two bodies' coordinates, as a revolute joint's axis rows). Those with direct
+    couplings come first, then the others in the order of their first unknown; a coupling whose
+    nodes the forest already connects closes a cycle, and its free unknowns become the *border* (a
+    loop's closing joint: 3 unknowns for a spherical one). A cycle closed by a direct coupling has
+    no multipliers to set aside: one of its nodes is set aside instead, its unknowns and every
+    free unknown that touches it joining the border (a body with its joints' rows, ~30
+    unknowns), and the forest is grown again without it. None when there is no border (the
+    couplings are a forest: :func:`block_tree` decides), when the border would hold more than
+    half of the unknowns, when the rest is no forest :func:`block_tree`'s search accepts, or when
+    the Schur complement S of the border is singular or ill-conditioned (its condition number
+    above ``max_condition`` on some J given). Parameters as :func:`block_tree`'s."""
     jacobians = [np.asarray(J) for J in jacobians]
     pattern = _symmetric_pattern(jacobians)
     node = np.asarray(node)
     n, N = len(node), int(node.max()) + 1 if len(node) else 0
-    if N < 2:
+    if N < 2 or _node_graph(pattern, node) is None:
         return None
-    graph = _node_graph(pattern, node)
-    if graph is None:
-        return None
-    touch = graph[0]
-    root = np.arange(N)  # union–find of the forest's components
-
-    def find(a):
-        while root[a] != a:
-            root[a] = root[root[a]]
-            a = root[a]
-        return a
-
-    couplings = {}  # the couplings between nodes: {nodes: (direct, free unknowns)}
-    rr, cc = np.nonzero(pattern)
-    for a, c in zip(node[rr], node[cc]):
-        if 0 <= a < c:
-            couplings.setdefault(frozenset((a, c)), [True, []])[0] = True
-    for r in np.flatnonzero(node == -1):
-        if len(touch[r]) > 1:
-            couplings.setdefault(frozenset(touch[r]), [False, []])[1].append(r)
-    border = []
-    # direct couplings first: they must be in the forest; then the rest in the order of their first unknown
-    for touched, (direct, rows) in sorted(couplings.items(), key=lambda item: not item[1][0]):
-        components = {find(a) for a in touched}
-        if len(components) == 1:  # closes a cycle
-            if direct:
-                return None  # closed by direct couplings (a spring, or a joint's rows bilinear in two bodies)
-            border += rows
-        for a in components:
-            root[a] = find(next(iter(touched)))
-    if not border:
+    aside = set()  # nodes set aside into the border
+    while True:
+        border, closing = _closing_unknowns(pattern, node, aside)
+        if closing is None:
+            break
+        aside.add(closing)
+    if not border or 2 * len(border) > n:
         return None
     border = np.array(sorted(border))
     cut = pattern.copy()
     cut[border, :] = cut[:, border] = False
     inner = node.copy()
     inner[border] = -2  # in no node
+    kept = inner >= 0
+    inner[kept] = np.unique(inner[kept], return_inverse=True)[1]  # the nodes left, numbered anew
     graph = _node_graph(cut, inner)
     if graph is None:
         return None
@@ -600,6 +594,43 @@ def bordered_tree(jacobians, node, max_condition=1e10, columns=None):
     if not all(solver.condition(J) <= max_condition for J in jacobians):
         return None
     return solver
+
+
+def _closing_unknowns(pattern, node, aside):
+    """(border, None): the unknowns of the nodes ``aside`` (a set), the free unknowns that touch
+    them and those of the couplings that close cycles of the rest (see :func:`bordered_tree`); or
+    (None, a node) to set aside too, one of a coupling with direct terms that closes a cycle."""
+    N = int(node.max()) + 1
+    root = np.arange(N)  # union–find of the forest's components
+
+    def find(a):
+        while root[a] != a:
+            root[a] = root[root[a]]
+            a = root[a]
+        return a
+
+    border = list(np.flatnonzero(np.isin(node, list(aside))))
+    couplings = {}  # the couplings between nodes: {nodes: [direct, free unknowns]}
+    rr, cc = np.nonzero(pattern)
+    for a, c in zip(node[rr].tolist(), node[cc].tolist()):
+        if 0 <= a < c and a not in aside and c not in aside:
+            couplings.setdefault(frozenset((a, c)), [True, []])[0] = True
+    for r in np.flatnonzero(node == -1):
+        touched = set(node[pattern[r]].tolist()) - {-1}
+        if touched & aside:
+            border.append(r)
+        elif len(touched) > 1:
+            couplings.setdefault(frozenset(touched), [False, []])[1].append(r)
+    # direct couplings first: they must be in the forest; then the rest in the order of their first unknown
+    for touched, (direct, rows) in sorted(couplings.items(), key=lambda item: not item[1][0]):
+        components = {find(a) for a in touched}
+        if len(components) == 1:  # closes a cycle
+            if direct:
+                return None, max(touched)
+            border += rows
+        for a in components:
+            root[a] = find(next(iter(touched)))
+    return border, None
 
 
 @dataclass(frozen=True, eq=False)
