@@ -288,6 +288,20 @@ def test_bordered_tree_sets_aside_the_rows_or_the_node_that_close_a_cycle():
                                    rtol=1e-10)
 
 
+@pytest.mark.slow
+def test_a_free_ring_with_carried_factors_keeps_the_energy():
+    """``reuse=True`` carries a bordered tree's factors across steps (turned with the bodies outside
+    the solver, as any solver's): the same steps to the Newton tolerance, the exact energy balance."""
+    assembly = free_ring(8).assemble()
+    backend = Director(reuse=True).prepare(assembly.model, assembly.initial_state)
+    assert isinstance(backend.linear, BorderedTree) and backend._reuses(assembly.model)
+    sol = cs.simulate(assembly, 0.4, 2e-3, backend=backend, compile="quick")
+    dense = cs.simulate(assembly, 0.4, 2e-3, backend=Director(linear="dense"), compile="quick")
+    assert np.max(np.abs(sol.q - dense.q)) <= 1e-10 * np.max(np.abs(dense.q))
+    assert np.max(np.abs(sol.energy_balance_error)) <= 1e-13 * sol.energy_scale
+    assert np.max(sol.constraint_residual) <= 1e-13
+
+
 def test_a_ring_of_three_bodies_keeps_the_coloured_dense_lu():
     """Fewer than TREE_MIN_NODES nodes: "auto" keeps the coloured dense LU for a ring of three
     bars, "tree" takes its bordered tree."""

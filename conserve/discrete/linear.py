@@ -32,9 +32,10 @@ takes either):
   independent cycle; where a cycle is closed by a direct coupling of two bodies — a spring, a
   revolute joint's axis rows, bilinear in both bodies' coordinates — a body with the rows that
   touch it), J = [[A, B], [C, E]] with A the tree's part. The border is eliminated by the
-  Schur complement of A (bordered systems; Golub and Van Loan, Matrix Computations, §4.2 and
-  block LU): Y = A⁻¹ B by k solves along the tree, S = E − C Y (k × k) and its LU; a solve is
-  y = A⁻¹ r_t, x_c = S⁻¹ (r_c − C y), x_t = y − Y x_c. O(N b³ + N b² k + k³) per factorisation:
+  Schur complement of A (the block LU of a bordered system; Golub and Van Loan, Matrix
+  Computations, block LU factorisation): Y = A⁻¹ B by k solves along the tree, S = E − C Y
+  (k × k) and its LU; a solve is y = A⁻¹ r_t, x_c = S⁻¹ (r_c − C y), x_t = y − Y x_c.
+  O(N b³ + N b² k + n k² + k³) per factorisation:
   linear in the bodies for a fixed number of loops, where the coloured dense LU of the same
   matrix is O(N³) (measurements: benchmarks/results/free_ring.md). All its blocks are read from
   the coloured solver's directional derivatives (the colouring of the full pattern).
@@ -642,8 +643,8 @@ class BorderedTree(_Structure):
 
     eliminated by the Schur complement of A (a bordered system): Y = A⁻¹ B by k solves along the
     tree, S = E − C Y (k, k) and its LU; then J x = r is y = A⁻¹ r_t, x_c = S⁻¹ (r_c − C y),
-    x_t = y − Y x_c. O(N b³ + N b² k + k³) per factorisation, O(N b² + n k) per solve: linear in the
-    nodes for a fixed number of cycles. B and C are kept as (n, k) and (k, n) with zeros in the
+    x_t = y − Y x_c. O(N b³ + N b² k + n k² + k³) per factorisation, O(N b² + n k) per solve:
+    linear in the nodes for a fixed border. B and C are kept as (n, k) and (k, n) with zeros in the
     border's rows and columns (the tree's vectors are of all n unknowns, zero at the border).
 
     Attributes
