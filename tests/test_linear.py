@@ -15,7 +15,7 @@ from conftest import once
 
 import conserve as cs
 from conserve import problems
-from conserve.backends.director import Director, _nodes, initial_guess, _residual, sampled_jacobians
+from conserve.backends.director import BORDERED_MIN_NODES, Director, _nodes, initial_guess, _residual, sampled_jacobians
 from conserve.discrete.linear import BlockTree, BorderedTree, Coloured, Dense, block_tree, bordered_tree, coloured
 from conserve.problems import _bar
 
@@ -302,10 +302,11 @@ def test_a_free_ring_with_carried_factors_keeps_the_energy():
     assert np.max(sol.constraint_residual) <= 1e-13
 
 
-def test_a_ring_of_three_bodies_keeps_the_coloured_dense_lu():
-    """Fewer than TREE_MIN_NODES nodes: "auto" keeps the coloured dense LU for a ring of three
+def test_a_small_ring_keeps_the_coloured_dense_lu():
+    """Fewer than BORDERED_MIN_NODES bodies: "auto" keeps the coloured dense LU for a ring of five
     bars, "tree" takes its bordered tree."""
-    model, state = _model_and_state(free_ring(3, cs.Spherical))
+    assert BORDERED_MIN_NODES == 6
+    model, state = _model_and_state(free_ring(5, cs.Spherical))
     assert isinstance(Director().prepare(model, state).linear, Coloured)
     assert isinstance(Director(linear="tree").prepare(model, state).linear, BorderedTree)
 

@@ -140,6 +140,12 @@ STRUCTURE_MIN_NODES = 2
 #: Jacobian is cheaper (measurements: benchmarks/results/defaults.md, section ``TREE_MIN_NODES``)
 TREE_MIN_NODES = 4
 
+#: "auto" eliminates along a bordered tree (a ring of free bodies) from this many nodes of the
+#: model on (bodies, point masses; those set aside into the border counted); below, the coloured
+#: dense LU is as fast or faster (measurements: benchmarks/results/defaults.md, section
+#: ``BORDERED_MIN_NODES``)
+BORDERED_MIN_NODES = 6
+
 
 def linear_solver(backend, model: Model, state: State, tree_possible=True, bordered=False):
     """The solver a backend's ``linear`` option ("auto", "dense" or "tree") chooses for a model:
@@ -147,7 +153,8 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True, borde
     else with ``bordered`` (the director backend's choice; the reduced backend's structured form
     takes none) the :class:`~conserve.discrete.linear.BorderedTree` of its cycles of free bodies
     if their closing rows can be set aside and its elimination passes the condition check (for
-    "auto", either with at least ``TREE_MIN_NODES`` nodes); else, for "auto", the
+    "auto", a tree of at least ``TREE_MIN_NODES`` nodes, a bordered tree of a model of at least
+    ``BORDERED_MIN_NODES``); else, for "auto", the
     :class:`~conserve.discrete.linear.Coloured` dense solver when colouring saves directional
     derivatives (a double pendulum's 29 instead of 44, the P5 crane's 32 instead of 53;
     measurements: benchmarks/results/defaults.md, section ``Director.linear``), and
@@ -190,16 +197,19 @@ def _found_solver(backend, model: Model, state: State, tree_possible, bordered=F
     nq, n = model.n_coordinates, jacobians[0].shape[0]
     # one colouring of the sampled pattern (widened to 3-blocks of coordinates) for either solver
     columns = coloured(jacobians, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)]))
-    tree = block_tree(jacobians, _nodes(model), columns=columns) if tree_possible else None
+    node = _nodes(model)
+    tree = block_tree(jacobians, node, columns=columns) if tree_possible else None
+    if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
+        return tree
     if tree is None and tree_possible and bordered:  # cycles of free bodies: set their closing rows aside
-        tree = bordered_tree(jacobians, _nodes(model), columns=columns)
+        tree = bordered_tree(jacobians, node, columns=columns)
+        if tree is not None and (backend.linear == "tree" or int(node.max()) + 1 >= BORDERED_MIN_NODES):
+            return tree
     if tree is None and backend.linear == "tree":
         loops = "" if bordered else "a loop of free bodies, "
         raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
                          f"({loops}an element joining more than two bodies or distant ones, or blocks too "
                          "ill-conditioned to eliminate); use 'auto' or 'dense'.")
-    if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
-        return tree
     return columns if columns.n_colours < n else Dense()
 
 
