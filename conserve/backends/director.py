@@ -34,7 +34,7 @@ class Director(StepBackend):
     least ``TREE_MIN_NODES`` nodes (chains, trees, and chains of kinematic loops closed through
     the ground such as the N-four-bar, each loop's closing joint and the two bodies it joins one
     node: cost linear in the number of bodies and loops), or along a tree bordered by the rows
-    that close loops of free bodies (a floating ring:
+    that close loops of free bodies (a floating ring of at least ``BORDERED_MIN_NODES`` bodies:
     :class:`~conserve.discrete.linear.BorderedTree`, the Schur complement of k border unknowns,
     linear in the bodies for a fixed number of loops), and uses a dense LU otherwise: of a
     matrix formed from coloured derivatives (:class:`~conserve.discrete.linear.Coloured`) for
