@@ -15,8 +15,8 @@ from conftest import once
 
 import conserve as cs
 from conserve import problems
-from conserve.backends.director import Director, _nodes, initial_guess, _residual, sampled_jacobians
-from conserve.discrete.linear import BlockTree, Coloured, Dense, block_tree, coloured
+from conserve.backends.director import BORDERED_MIN_NODES, Director, _nodes, initial_guess, _residual, sampled_jacobians
+from conserve.discrete.linear import BlockTree, BorderedTree, Coloured, Dense, block_tree, bordered_tree, coloured
 from conserve.problems import _bar
 
 
@@ -171,15 +171,144 @@ def test_failure_with_a_sampled_pattern_names_the_dense_matrix():
         cs.simulate(problems.double_four_bar(), 0.01, 2e-3, newton=cs.Newton(max_iterations=1))
 
 
-def test_tree_option_refuses_a_loop_of_free_bodies():
-    """Four bars joined in a floating square by spherical joints: a cycle of bodies that no loop node
-    breaks (no body holds more rows than it has coordinates), so there is no tree to eliminate
-    along."""
-    corners = [np.array(c, float) for c in ((0, 0, 0), (1, 0, 0), (1, 1, 0), (0, 1, 0))]
-    bars = [_bar(f"bar{k}", corners[k], corners[(k + 1) % 4]) for k in range(4)]
-    joints = [cs.Spherical(bars[k], bars[(k + 1) % 4], at=corners[(k + 1) % 4], name=f"corner{k}") for k in range(4)]
-    with pytest.raises(ValueError, match="not a tree"):
-        Director(linear="tree").prepare(*_model_and_state(cs.System([*bars, *joints])))
+def free_ring(n, joint=cs.Revolute, spin=(0.3, -0.2, 1.0), closure=None):
+    """n bars (1 m, 1 kg) joined in a regular n-gon in the x–y plane by revolute joints about e3
+    (``joint=cs.Spherical``: spherical ones), floating without ground, turning rigidly at ``spin``
+    rad/s about the origin; ``closure``: a spring-damper stiffness to join the last bar to the
+    first instead of a joint."""
+    angles = 2 * np.pi * np.arange(n) / n
+    corners = (0.5 / np.sin(np.pi / n)) * np.stack([np.cos(angles), np.sin(angles), np.zeros(n)], axis=1)
+    bars = [_bar(f"bar{k}", corners[k], corners[(k + 1) % n], omega=spin, pivot=np.zeros(3)) for k in range(n)]
+    axis = {"axis": (0.0, 0.0, 1.0)} if joint is cs.Revolute else {}
+    joints = [joint(bars[k], bars[k + 1], at=corners[k + 1], name=f"joint{k}", **axis) for k in range(n - 1)]
+    if closure is None:
+        joints.append(joint(bars[-1], bars[0], at=corners[0], name="closing", **axis))
+    else:
+        joints.append(cs.SpringDamper(bars[-1], bars[0], at_a=(0.4, 0.0, 0.0), at_b=(-0.4, 0.0, 0.0),
+                                      stiffness=closure, damping=0.0, name="closing"))
+    return cs.System([*bars, *joints])
+
+
+@pytest.mark.parametrize("n, joint, chain, border", [(6, cs.Revolute, 6, 2), (12, cs.Spherical, 12, 3),
+                                                    (6, "spring", 5, 23)])
+def test_a_free_ring_is_a_bordered_tree_that_solves_as_the_dense_lu(n, joint, chain, border):
+    """A ring of free bodies has no tree of nodes, but without its closing joint's rows (the
+    border: 3 for a spherical joint, 2 for the revolute one, whose other 3 are redundant in the
+    plane and dropped) it is a chain; a ring closed by a spring (a direct coupling of two bodies,
+    no multiplier to set aside) is one without a body, its 12 coordinates, 6 rows of its own and
+    the 5 of its joint in the border. The blocks and the border's B, C, E, read from the coloured
+    derivatives, assemble jacfwd's J, and the Schur complement elimination solves J x = r to
+    round-off, with LAPACK's LU and with Gauss–Jordan (``kernel=True``)."""
+    closure = 50.0 if joint == "spring" else None
+    model, state = _model_and_state(free_ring(n, cs.Revolute if closure else joint, closure=closure))
+    samples = sampled_jacobians(model, state)
+    assert block_tree(samples, _nodes(model)) is None  # a cycle
+    solver = bordered_tree(samples, _nodes(model))
+    assert isinstance(solver, BorderedTree) and solver.n_nodes == chain and solver.n_border == border
+    assert solver.largest_inverse(len(samples[0])) == max(solver.width, border)
+    rng = np.random.default_rng(1)
+    size = len(samples[0])
+    noise, r, w = 1e-4 * rng.standard_normal(size), rng.standard_normal(size), np.abs(rng.standard_normal(size))
+    J, assembled, dx, dx_kernel, abs_times = (np.asarray(a) for a in _bordered(model, state, noise, solver, r, w))
+    scale = np.max(np.abs(J))
+    np.testing.assert_allclose(assembled, J, rtol=0, atol=1e-13 * scale)
+    for x in (dx, dx_kernel):
+        backward = np.max(np.abs(J @ x - r)) / (np.max(np.abs(J) @ np.abs(x)) + np.max(np.abs(r)))
+        assert backward < 1e-13
+    np.testing.assert_allclose(abs_times, np.abs(J) @ w, rtol=1e-13, atol=1e-15 * scale)
+
+
+@partial(once, static_argnums=(3,))
+def _bordered(model, state, noise, solver, r, w):
+    """As :func:`_jacobians` for a :class:`BorderedTree`: jacfwd's J, the solver's blocks assembled,
+    its solutions of J δx = r (LAPACK, Gauss–Jordan) and |J| w."""
+    nc, h = model.n_constraints, 2e-3
+    x = initial_guess(model, state, jnp.zeros(nc), h) + noise
+
+    def residual(x):
+        return _residual(model, state, 0.1, h, x)
+
+    blocks = solver.jacobian(residual, x)
+    kernel = dataclasses.replace(solver, kernel=True)
+    return (jax.jacfwd(residual)(x), solver.dense(blocks), solver.solve(solver.factorise(blocks), r),
+            kernel.solve(kernel.factorise(blocks), r), solver.abs_times(blocks, w))
+
+
+def test_a_free_ring_runs_on_its_bordered_tree_as_on_the_dense_lu():
+    """Eight bars in a floating ring, spinning: "auto" and "tree" take the bordered tree (factors
+    not carried across steps by default, as for loops); its first step is the dense solver's to
+    round-off, and a run conserves energy, linear and angular momentum to round-off and keeps the
+    constraints."""
+    assembly = free_ring(8).assemble()
+    model, state = assembly.model, assembly.initial_state
+    director = Director().prepare(model, state)
+    assert isinstance(director.linear, BorderedTree) and director.linear.n_nodes == 8
+    assert Director(linear="tree").prepare(model, state).linear == director.linear
+    assert not director._reuses(model)
+    one, dense = (cs.simulate(assembly, 2e-3, 2e-3, backend=backend, compile="quick")
+                  for backend in (director, Director(linear="dense")))
+    assert (one.stats["newton_matrix"], dense.stats["newton_matrix"]) == ("bordered tree", "dense")
+    assert np.max(np.abs(one.q[-1] - dense.q[-1])) <= 1e-13 * np.max(np.abs(dense.q))
+    assert np.max(np.abs(one.v[-1] - dense.v[-1])) <= 1e-13 * np.max(np.abs(dense.v))
+    sol = cs.simulate(assembly, 0.2, 2e-3, backend=director, compile="quick")
+    assert np.max(np.abs(sol.energy_balance_error)) <= 1e-13 * sol.energy_scale
+    for name in ("angular_momentum", "linear_momentum"):
+        momentum = getattr(sol, name)
+        assert np.max(np.abs(momentum - momentum[0])) <= 1e-13 * sol.momentum_scale(name)
+    assert np.max(sol.constraint_residual) <= 1e-13
+    assert np.linalg.norm(sol.angular_momentum[0]) > 1.0  # spinning
+    assert np.max(np.abs(sol.q[-1] - sol.q[0])) > 0.1  # and turned
+
+
+def test_bordered_tree_sets_aside_the_rows_or_the_node_that_close_a_cycle():
+    """A chain of 5 nodes closed into a ring by a multiplier row joining its ends: that row is the
+    border; with every pair of neighbours also coupled directly (springs, or joint rows bilinear
+    in two bodies), the cycle's closing coupling is direct: the last node and the row touching it
+    are. Either elimination solves J x = r; without a cycle there is
+    no bordered tree (:func:`block_tree` serves)."""
+    J, node = _kkt_chain(5)
+    assert bordered_tree([J], node) is None
+    closed = np.pad(J, ((0, 1), (0, 1)))
+    closed[-1, [0, 1, 8, 9]] = closed[[0, 1, 8, 9], -1] = [1.0, -0.5, 0.7, 0.3]  # a row on nodes 0 and 4
+    sprung = J.copy()
+    for a, c in ((0, 1), (1, 2), (2, 3), (3, 4), (0, 4)):  # every pair of neighbours coupled directly too
+        qa, qc = [2 * a, 2 * a + 1], [2 * c, 2 * c + 1]
+        sprung[np.ix_(qa, qc)] = sprung[np.ix_(qc, qa)] = 0.3
+    rng = np.random.default_rng(3)
+    for matrix, nodes, border in ((closed, np.append(node, -1), [len(closed) - 1]), (sprung, node, [8, 9, 14])):
+        tree = bordered_tree([matrix], nodes)
+        assert isinstance(tree, BorderedTree) and list(tree.border) == border
+        r = rng.standard_normal(len(matrix))
+
+        @once
+        def solve(J, r):
+            return tree.solve(tree.factorise(tree.jacobian(lambda x: J @ x, jnp.zeros(len(r)))), r)
+
+        np.testing.assert_allclose(np.asarray(solve(jnp.asarray(matrix), jnp.asarray(r))), np.linalg.solve(matrix, r),
+                                   rtol=1e-10)
+
+
+@pytest.mark.slow
+def test_a_free_ring_with_carried_factors_keeps_the_energy():
+    """``reuse=True`` carries a bordered tree's factors across steps (turned with the bodies outside
+    the solver, as any solver's): the same steps to the Newton tolerance, the exact energy balance."""
+    assembly = free_ring(8).assemble()
+    backend = Director(reuse=True).prepare(assembly.model, assembly.initial_state)
+    assert isinstance(backend.linear, BorderedTree) and backend._reuses(assembly.model)
+    sol = cs.simulate(assembly, 0.4, 2e-3, backend=backend, compile="quick")
+    dense = cs.simulate(assembly, 0.4, 2e-3, backend=Director(linear="dense"), compile="quick")
+    assert np.max(np.abs(sol.q - dense.q)) <= 1e-10 * np.max(np.abs(dense.q))
+    assert np.max(np.abs(sol.energy_balance_error)) <= 1e-13 * sol.energy_scale
+    assert np.max(sol.constraint_residual) <= 1e-13
+
+
+def test_a_small_ring_keeps_the_coloured_dense_lu():
+    """Fewer than BORDERED_MIN_NODES bodies: "auto" keeps the coloured dense LU for a ring of five
+    bars, "tree" takes its bordered tree."""
+    assert BORDERED_MIN_NODES == 6
+    model, state = _model_and_state(free_ring(5, cs.Spherical))
+    assert isinstance(Director().prepare(model, state).linear, Coloured)
+    assert isinstance(Director(linear="tree").prepare(model, state).linear, BorderedTree)
 
 
 def test_a_chain_of_loops_closed_through_the_ground_is_eliminated_in_linear_time():

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..discrete.linear import BlockTree, Dense
+from ..discrete.linear import BlockTree, BorderedTree, Dense
 from ..discrete.newton import MEMBERS
 from ..discrete.scheme import StepRecord
 from ..model.assembled import Model, State
@@ -103,7 +103,7 @@ class StepBackend(ABC):
         backend's first call compiles faster (the one kernel takes "quick"'s XLA options);
         measurements: benchmarks/results/defaults.md, section ``KERNEL_SIZE``."""
         linear = getattr(self, "linear", None)
-        if isinstance(linear, (Dense, BlockTree)) and not linear.kernel:
+        if isinstance(linear, (Dense, BlockTree, BorderedTree)) and not linear.kernel:
             return replace(self, linear=replace(linear, kernel=True))
         return self
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compilation.modes import jit_quick
-from ..discrete.linear import BlockTree, Coloured, Dense, block_tree, coloured
+from ..discrete.linear import BlockTree, BorderedTree, Coloured, Dense, block_tree, bordered_tree, coloured
 from ..discrete.newton import Newton, empty_memory, newton_solve
 from ..discrete.scheme import advance, equations, predictor, rotor_weights, spin_rates, turn_rates
 from ..discrete.turning import directors, turn, turns_with_the_bodies
@@ -33,11 +33,14 @@ class Director(StepBackend):
     "auto" (default) eliminates along the bodies' tree when the model's couplings form one of at
     least ``TREE_MIN_NODES`` nodes (chains, trees, and chains of kinematic loops closed through
     the ground such as the N-four-bar, each loop's closing joint and the two bodies it joins one
-    node: cost linear in the number of bodies and loops) and uses a dense LU otherwise: of a
+    node: cost linear in the number of bodies and loops), or along a tree bordered by the rows
+    that close loops of free bodies (a floating ring of at least ``BORDERED_MIN_NODES`` bodies:
+    :class:`~conserve.discrete.linear.BorderedTree`, the Schur complement of k border unknowns,
+    linear in the bodies for a fixed number of loops), and uses a dense LU otherwise: of a
     matrix formed from coloured derivatives (:class:`~conserve.discrete.linear.Coloured`) for
     other loops and small trees, of ``jax.jacfwd``'s
     for fewer than ``STRUCTURE_MIN_NODES`` bodies; "dense" (``jax.jacfwd``) and "tree" force one
-    ("tree" refuses a model that is not a tree). The structure is found by
+    ("tree" takes a bordered tree too, and refuses a model that is neither). The structure is found by
     :meth:`prepare` (``simulate`` calls it); an unprepared backend, as in ``cs.step`` on a traced
     model, solves densely. All give the same steps to the Newton tolerance.
 
@@ -47,15 +50,17 @@ class Director(StepBackend):
     the bodies' directors were D_old, serve as Q J Qᵀ with each body's rotation D_n D_oldᵀ since;
     the step equations are objective, so this misses J only by how the motion changed otherwise):
     True, False, or "auto" (default): carried with the plain dense LU (single bodies) and with the
-    tree solver of a tree (not of loops), for a model without forces whose derivative changes with the
-    configuration (``conserve.discrete.turning.turns_with_the_bodies``: no potentials but uniform
-    gravity, no applied loads; a field's force gradient does not turn with the bodies, and carried
-    chords then drift the energy). Carried factors pay on single bodies and trees; "auto" leaves
-    the coloured dense LU (loops, two or three bodies) and the tree solver of loops without: there
-    the bodies turn against each other, a joint's rows can turn with only one of them, the chords
-    converge slowly, which pays for some models and not for others, and their leftovers can drift
-    the energy (the 4-loop four-bar: −1.6e-14 relative over 10⁵ steps, against a random walk
-    within 4e-15 with fresh factors) — pass ``reuse=True`` where it pays (the P5 crane).
+    tree solver of a tree (not of loops, nor a bordered tree), for a model without forces whose
+    derivative changes with the configuration (``conserve.discrete.turning.turns_with_the_bodies``:
+    no potentials but uniform gravity, no applied loads; a field's force gradient does not turn
+    with the bodies, and carried chords then drift the energy). Carried factors pay on single
+    bodies and trees; "auto" leaves the coloured dense LU (loops, two or three bodies) and the tree
+    solver of loops without: there the bodies turn against each other, a joint's rows can turn with
+    only one of them, the chords converge slowly, which pays for some models and not for others,
+    and their leftovers can drift the energy (the 4-loop four-bar: −1.6e-14 relative over 10⁵
+    steps, against a random walk within 4e-15 with fresh factors) — pass ``reuse=True`` where it
+    pays (the P5 crane). A bordered tree's loops are left without likewise; ``reuse=True`` carries
+    its factors as any solver's (the turn is applied outside the solver: Q J_old⁻¹ Qᵀ).
     Chords with carried factors are accepted only below
     :data:`~conserve.discrete.newton.CHORD_ERROR_CARRIED`, so the energy balance holds to
     round-off as with fresh factors (measurements: benchmarks/results/defaults.md, sections
@@ -77,7 +82,7 @@ class Director(StepBackend):
     def prepare(self, model: Model, state: State) -> Director:
         if not isinstance(self.linear, str):
             return self
-        return replace(self, linear=linear_solver(self, model, state))
+        return replace(self, linear=linear_solver(self, model, state, bordered=True))
 
     def init(self, model: Model, state: State) -> Carry:
         """The carry at t0: the state, zero multipliers, the :class:`Trend` of the rates at t0
@@ -100,7 +105,7 @@ class Director(StepBackend):
 
     @property
     def _linear(self):
-        return self.linear if isinstance(self.linear, (Dense, BlockTree)) else Dense()
+        return self.linear if isinstance(self.linear, (Dense, BlockTree, BorderedTree)) else Dense()
 
     def step(self, model: Model, carry: Carry, t, h):
         state, record, memory, trend = step(model, carry.state, carry.multipliers, t, h, self.newton, self._linear,
@@ -114,7 +119,8 @@ class Director(StepBackend):
 def check_options(backend):
     """A clear error for ``linear`` and ``reuse`` options a backend does not know."""
     kind = type(backend).__name__
-    if not (backend.linear in ("auto", "dense", "tree") or isinstance(backend.linear, (Dense, BlockTree))):
+    solvers = (Dense, BlockTree, BorderedTree)
+    if not (backend.linear in ("auto", "dense", "tree") or isinstance(backend.linear, solvers)):
         raise ValueError(f"{kind}: linear must be 'auto', 'dense' or 'tree', got {backend.linear!r}.")
     if backend.reuse not in ("auto", True, False):
         raise ValueError(f"{kind}: reuse must be True, False or 'auto', got {backend.reuse!r}.")
@@ -134,26 +140,36 @@ STRUCTURE_MIN_NODES = 2
 #: Jacobian is cheaper (measurements: benchmarks/results/defaults.md, section ``TREE_MIN_NODES``)
 TREE_MIN_NODES = 4
 
+#: "auto" eliminates along a bordered tree (a ring of free bodies) from this many nodes of the
+#: model on (bodies, point masses; those set aside into the border counted); below, the coloured
+#: dense LU is as fast or faster (measurements: benchmarks/results/defaults.md, section
+#: ``BORDERED_MIN_NODES``)
+BORDERED_MIN_NODES = 6
 
-def linear_solver(backend, model: Model, state: State, tree_possible=True):
+
+def linear_solver(backend, model: Model, state: State, tree_possible=True, bordered=False):
     """The solver a backend's ``linear`` option ("auto", "dense" or "tree") chooses for a model:
-    the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one
-    (and, for "auto", at least ``TREE_MIN_NODES`` nodes); else, for "auto", the
+    the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one,
+    else with ``bordered`` (the director backend's choice; the reduced backend's structured form
+    takes none) the :class:`~conserve.discrete.linear.BorderedTree` of its cycles of free bodies
+    if their closing rows can be set aside and its elimination passes the condition check (for
+    "auto", a tree of at least ``TREE_MIN_NODES`` nodes, a bordered tree of a model of at least
+    ``BORDERED_MIN_NODES``); else, for "auto", the
     :class:`~conserve.discrete.linear.Coloured` dense solver when colouring saves directional
     derivatives (a double pendulum's 29 instead of 44, the P5 crane's 32 instead of 53;
     measurements: benchmarks/results/defaults.md, section ``Director.linear``), and
     :class:`~conserve.discrete.linear.Dense` otherwise;
     "dense" is always :class:`~conserve.discrete.linear.Dense` (``jax.jacfwd``); "tree" without a
-    tree (or ``tree_possible`` False) is an error. Found once per model object (``_found``)."""
+    tree or bordered tree (or ``tree_possible`` False) is an error. Found once per model object (``_found``)."""
     n_rigid = model.rigid_frames.shape[0]
     nodes = n_rigid + model.n_coordinates // 3 - 4 * n_rigid  # bodies and point masses
     if backend.linear == "dense" or (backend.linear == "auto" and nodes < STRUCTURE_MIN_NODES):
         return Dense()  # too small to gain from structure: skip finding it (a compilation)
-    key = (id(model), backend.linear, tree_possible)
+    key = (id(model), backend.linear, tree_possible, bordered)
     if key in _found and _found[key][0]() is model:  # found for this model object before (any state)
         _found.move_to_end(key)
         return _found[key][1]
-    solver = _found_solver(backend, model, state, tree_possible)
+    solver = _found_solver(backend, model, state, tree_possible, bordered)
     _found.pop(key, None)  # a stale entry of an earlier model at this address: the new one goes last
     _found[key] = (weakref.ref(model), solver)
     while len(_found) > MAX_FOUND:
@@ -171,19 +187,29 @@ _found: OrderedDict = OrderedDict()
 MAX_FOUND = 32
 
 
-def _found_solver(backend, model: Model, state: State, tree_possible):
-    """:func:`linear_solver`'s search: the pattern of sampled Newton matrices, its colouring and tree."""
+def _found_solver(backend, model: Model, state: State, tree_possible, bordered=False):
+    """:func:`linear_solver`'s search: the pattern of sampled Newton matrices, its colouring and
+    tree (:func:`~conserve.discrete.linear.block_tree`); without one and with ``bordered``, the
+    tree bordered by the rows that close cycles of free bodies
+    (:func:`~conserve.discrete.linear.bordered_tree`: a Schur complement of k border unknowns,
+    O(N k + k³) per step)."""
     jacobians = sampled_jacobians(model, state)
     nq, n = model.n_coordinates, jacobians[0].shape[0]
     # one colouring of the sampled pattern (widened to 3-blocks of coordinates) for either solver
     columns = coloured(jacobians, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)]))
-    tree = block_tree(jacobians, _nodes(model), columns=columns) if tree_possible else None
-    if tree is None and backend.linear == "tree":
-        raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
-                         "(a loop of free bodies, or an element joining more than two bodies or distant ones); use "
-                         "'auto' or 'dense'.")
+    node = _nodes(model)
+    tree = block_tree(jacobians, node, columns=columns) if tree_possible else None
     if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
         return tree
+    if tree is None and tree_possible and bordered:  # cycles of free bodies: set their closing rows aside
+        tree = bordered_tree(jacobians, node, columns=columns)
+        if tree is not None and (backend.linear == "tree" or int(node.max()) + 1 >= BORDERED_MIN_NODES):
+            return tree
+    if tree is None and backend.linear == "tree":
+        loops = "" if bordered else "a loop of free bodies, "
+        raise ValueError(f"{type(backend).__name__}(linear='tree'): the model's couplings are not a tree of bodies "
+                         f"({loops}an element joining more than two bodies or distant ones, or blocks too "
+                         "ill-conditioned to eliminate); use 'auto' or 'dense'.")
     return columns if columns.n_colours < n else Dense()
 
 

@@ -2,7 +2,7 @@
 
 A Newton iteration needs J = ∂r/∂x (``jacobian``: in the solver's own storage), its
 factorisation (``factorise``), solves with the factors (``solve``) and, for its round-off test,
-``|J| w`` (``abs_times``). Two interchangeable solvers provide them (:func:`conserve.discrete.newton.newton_solve`
+``|J| w`` (``abs_times``). Interchangeable solvers provide them (:func:`conserve.discrete.newton.newton_solve`
 takes either):
 
 * :class:`Dense`: J from ``jax.jacfwd`` (n directional derivatives), dense LU with partial
@@ -10,9 +10,10 @@ takes either):
 * :class:`Coloured`: the dense LU, J from compressed directional derivatives (Curtis, Powell
   and Reid 1974): unknowns that share no row of J take one colour, one derivative probes all
   unknowns of a colour, and each entry is read back from its column's probe. For systems whose
-  couplings are not a tree of nodes (a loop of free bodies) or cannot be eliminated along it, and
-  for trees too small to gain from the elimination: a double four-bar (119 unknowns) needs 21 derivatives
-  instead of 119, the P5 crane 32 instead of 53.
+  couplings are neither a tree of nodes nor a bordered one (an element joining three bodies in
+  a cycle, a border of more than half the unknowns) or cannot be eliminated along it, and for
+  trees too small to gain from the elimination: a double four-bar (119 unknowns) needs 21
+  derivatives instead of 119, the P5 crane 32 instead of 53.
 * :class:`BlockTree`: the unknowns grouped into *nodes* (a body with its internal and joint
   multipliers and its rotors; a kinematic loop's closing joint with the two bodies it joins),
   whose couplings form a forest (chains, trees, chains of loops closed through the ground: every
@@ -26,6 +27,18 @@ takes either):
   block; in a one-kernel loop Gauss–Jordan with the same pivots, ``kernel=True``): O(N b³) for N
   nodes of width b, a ``lax.scan`` over the tree's levels (the nodes of one level at once) whose
   code does not grow with N.
+* :class:`BorderedTree`: a :class:`BlockTree` bordered by the k multipliers that close the cycles
+  of a node graph that no ground closes (a ring of free bodies: the rows of one joint per
+  independent cycle; where a cycle is closed by a direct coupling of two bodies — a spring, a
+  revolute joint's axis rows, bilinear in both bodies' coordinates — a body with the rows that
+  touch it), J = [[A, B], [C, E]] with A the tree's part. The border is eliminated by the
+  Schur complement of A (the block LU of a bordered system; Golub and Van Loan, Matrix
+  Computations, block LU factorisation): Y = A⁻¹ B by k solves along the tree, S = E − C Y
+  (k × k) and its LU; a solve is y = A⁻¹ r_t, x_c = S⁻¹ (r_c − C y), x_t = y − Y x_c.
+  O(N b³ + N b² k + n k² + k³) per factorisation:
+  linear in the bodies for a fixed number of loops, where the coloured dense LU of the same
+  matrix is O(N³) (measurements: benchmarks/results/free_ring.md). All its blocks are read from
+  the coloured solver's directional derivatives (the colouring of the full pattern).
 
 :class:`Imaged` is :class:`Dense` for a residual that also returns an image of its unknowns (the
 reduced dense step's increments), whose solution's image it forms from the last correction.
@@ -34,7 +47,8 @@ reduced dense step's increments), whose solution's image it forms from the last 
 (:func:`sampled_pattern`, :func:`column_colours`; once per model structure, outside jit), and
 :func:`block_tree` finds the nodes and the tree, whose blocks it reads with those colours; it
 returns None when the couplings are not a forest (a loop of free bodies, a spring between
-distant bodies). Both read the
+distant bodies). :func:`bordered_tree` then sets aside the unknowns that close the cycles, or
+returns None. All read the
 pattern off J at a few random points: an entry that vanishes at all of them although the model
 couples its unknowns (a force law switched off there) is read as zero, and Newton then converges
 slowly or fails (the residual is exact, so a converged step is right); ``linear="dense"`` serves.
@@ -43,7 +57,7 @@ slowly or fails (the residual is exact, so a converged step is right); ``linear=
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import jax
 import jax.numpy as jnp
@@ -339,13 +353,17 @@ class BlockTree(_Structure):
         """The blocks of J at x: (D, U, L) with D (N + 1, b, b) the diagonal blocks, U (N + 1, b, b)
         = J[node, parent], L (N + 1, b, b) = J[parent, node] (the dummy node: D = I, U = L = 0),
         each entry read from the probe of its column's colour."""
-        n, b, k = x.shape[0], self.width, self.n_colours
-        Jx = jnp.pad(_compressed_jacobian(residual, x, self.colour), ((0, 1), (0, 1)))  # empty slot: probe k, row n
+        return self._blocks(_compressed_jacobian(residual, x, self.colour), x.dtype)
+
+    def _blocks(self, compressed, dtype):
+        """(D, U, L) of :meth:`jacobian` from the compressed Jacobian (k, n) (:func:`_compressed_jacobian`)."""
+        n, b, k = compressed.shape[1], self.width, self.n_colours
+        Jx = jnp.pad(compressed, ((0, 1), (0, 1)))  # empty slot: probe k, row n
         rows = self.slots  # row r of J sits in the slot of unknown r
         above = np.append(self.parent, self.n_nodes)  # each node's parent (the dummy's: itself)
         probe = np.append(self.colour, k)[rows]  # (N + 1, b) the probe of each slot's column
         empty = (rows == n)[:, :, None] * np.eye(b, dtype=bool)  # unit diagonal on empty slots
-        D = jnp.where(self.reads[0], Jx[probe[:, None, :], rows[:, :, None]], 0.0) + jnp.asarray(empty, x.dtype)
+        D = jnp.where(self.reads[0], Jx[probe[:, None, :], rows[:, :, None]], 0.0) + jnp.asarray(empty, dtype)
         U = jnp.where(self.reads[1], Jx[probe[above][:, None, :], rows[:, :, None]], 0.0)
         L = jnp.where(self.reads[2], Jx[probe[:, None, :], rows[above][:, :, None]], 0.0)
         return D, U, L
@@ -433,7 +451,8 @@ def _kernel_inverses(D):
 
 def block_tree(jacobians, node, max_condition=1e10, columns=None):
     """The :class:`BlockTree` of a Newton matrix, or None if its couplings are not a forest or its
-    blocks cannot be eliminated without pivoting between them.
+    blocks cannot be eliminated without pivoting between them (for cycles of free bodies,
+    :func:`bordered_tree` sets their closing rows aside).
 
     Two rootings of each tree: the *owners'* one decides which node a multiplier joins (the one
     farther from the owner root among the two its row couples), the *elimination's* one the order.
@@ -463,25 +482,49 @@ def block_tree(jacobians, node, max_condition=1e10, columns=None):
         default: ``coloured(jacobians, range(n))``
     """
     jacobians = [np.asarray(J) for J in jacobians]
-    pattern = np.any([J != 0 for J in jacobians], axis=0)
-    pattern = pattern | pattern.T  # a multiplier touches what its row touches and what its column does
+    pattern = _symmetric_pattern(jacobians)
     node = np.asarray(node)
-    n, N = len(node), int(node.max()) + 1 if len(node) else 0
-    if N < 2:
+    if (int(node.max()) + 1 if len(node) else 0) < 2:
         return None
-    touch = [set(node[pattern[r]]) - {-1} for r in range(n)]
-    # the node graph: couplings between nodes, directly or through a free unknown
+    graph = _node_graph(pattern, node)
+    if graph is None:
+        return None
+    return _forest(jacobians, pattern, node, *graph, max_condition, columns)
+
+
+def _symmetric_pattern(jacobians):
+    """(n, n) bool, the nonzeros of any of the J, made symmetric: a multiplier touches what its row
+    touches and what its column does."""
+    pattern = np.any([J != 0 for J in jacobians], axis=0)
+    return pattern | pattern.T
+
+
+def _node_graph(pattern, node):
+    """(touch, adjacency) of the unknowns' nodes: the nodes each row touches (free unknowns, node
+    −1, not counted) and the couplings between nodes, directly or through a free unknown (list of
+    sets); unknowns of node −2 (a bordered tree's border) are left out. None if a free unknown
+    touches no node."""
+    n, N = len(node), int(node.max()) + 1
+    touch = [set(node[pattern[r]]) - {-1, -2} for r in range(n)]
     adjacency = [set() for _ in range(N)]
     for r in range(n):
         if node[r] >= 0:  # a node's row or unknown couples it to what it touches
             for c in touch[r] - {node[r]}:
                 adjacency[node[r]].add(c)
                 adjacency[c].add(node[r])
+        elif node[r] == -2:
+            continue
         elif not touch[r]:
             return None
         else:  # a free unknown will join one of the nodes it touches: it couples them all
             for a in touch[r]:
                 adjacency[a] |= touch[r] - {a}
+    return touch, adjacency
+
+
+def _forest(jacobians, pattern, node, touch, adjacency, max_condition, columns):
+    """:func:`block_tree`'s search once the node graph is known: None if it has a cycle."""
+    n, N = len(node), len(adjacency)
     centres = _centres(adjacency)
     if centres is None:
         return None  # a cycle
@@ -496,6 +539,215 @@ def block_tree(jacobians, node, max_condition=1e10, columns=None):
         if tree is not None and all(tree.condition(J) <= max_condition for J in jacobians):
             return tree
     return None
+
+
+def bordered_tree(jacobians, node, max_condition=1e10, columns=None):
+    """The :class:`BorderedTree` of a Newton matrix whose node graph has cycles that no ground
+    closes (a ring of free bodies), or None.
+
+    A spanning forest of the node graph is grown coupling by coupling, a coupling being all that
+    joins one set of nodes: the free unknowns (multipliers) whose rows touch just these nodes (a
+    joint's rows) and the direct couplings between them (a spring; the terms Gᵀλ of a joint's rows
+    bilinear in two bodies' coordinates, as a revolute joint's axis rows). Those with direct
+    couplings come first, then the others in the order of their first unknown; a coupling whose
+    nodes the forest already connects closes a cycle, and its free unknowns become the *border* (a
+    loop's closing joint: 3 unknowns for a spherical one). A cycle closed by a direct coupling has
+    no multipliers to set aside: one of its nodes is set aside instead, its unknowns and every
+    free unknown that touches it joining the border (a body with its joints' rows, ~30
+    unknowns), and the forest is grown again without it. None when there is no border (the
+    couplings are a forest: :func:`block_tree` decides), when the border would hold more than
+    half of the unknowns, when the rest is no forest :func:`block_tree`'s search accepts, or when
+    the Schur complement S of the border is singular or ill-conditioned (its condition number
+    above ``max_condition`` on some J given). Parameters as :func:`block_tree`'s."""
+    jacobians = [np.asarray(J) for J in jacobians]
+    pattern = _symmetric_pattern(jacobians)
+    node = np.asarray(node)
+    n, N = len(node), int(node.max()) + 1 if len(node) else 0
+    if N < 2 or _node_graph(pattern, node) is None:
+        return None
+    aside = set()  # nodes set aside into the border
+    while True:
+        border, closing = _closing_unknowns(pattern, node, aside)
+        if closing is None:
+            break
+        aside.add(closing)
+    if not border or 2 * len(border) > n:
+        return None
+    border = np.array(sorted(border))
+    cut = pattern.copy()
+    cut[border, :] = cut[:, border] = False
+    inner = node.copy()
+    inner[border] = -2  # in no node
+    kept = inner >= 0
+    inner[kept] = np.unique(inner[kept], return_inverse=True)[1]  # the nodes left, numbered anew
+    graph = _node_graph(cut, inner)
+    if graph is None:
+        return None
+    columns = coloured(jacobians, np.arange(n)) if columns is None else columns  # of the full pattern
+    tree = _forest([np.where(cut, J, 0.0) for J in jacobians], cut, inner, *graph, max_condition, columns)
+    if tree is None:
+        return None
+    wide = columns.pattern
+    rest = np.ones(n, bool)
+    rest[border] = False
+    solver = BorderedTree(tree=tree, border=border, reads_b=wide[:, border] & rest[:, None],
+                          reads_c=wide[border, :] & rest[None, :], reads_e=wide[np.ix_(border, border)])
+    if not all(solver.condition(J) <= max_condition for J in jacobians):
+        return None
+    return solver
+
+
+def _closing_unknowns(pattern, node, aside):
+    """(border, None): the unknowns of the nodes ``aside`` (a set), the free unknowns that touch
+    them and those of the couplings that close cycles of the rest (see :func:`bordered_tree`); or
+    (None, a node) to set aside too, one of a coupling with direct terms that closes a cycle."""
+    N = int(node.max()) + 1
+    root = np.arange(N)  # union–find of the forest's components
+
+    def find(a):
+        while root[a] != a:
+            root[a] = root[root[a]]
+            a = root[a]
+        return a
+
+    border = list(np.flatnonzero(np.isin(node, list(aside))))
+    couplings = {}  # the couplings between nodes: {nodes: [direct, free unknowns]}
+    rr, cc = np.nonzero(pattern)
+    for a, c in zip(node[rr].tolist(), node[cc].tolist()):
+        if 0 <= a < c and a not in aside and c not in aside:
+            couplings.setdefault(frozenset((a, c)), [True, []])[0] = True
+    for r in np.flatnonzero(node == -1):
+        touched = set(node[pattern[r]].tolist()) - {-1}
+        if touched & aside:
+            border.append(r)
+        elif len(touched) > 1:
+            couplings.setdefault(frozenset(touched), [False, []])[1].append(r)
+    # direct couplings first: they must be in the forest; then the rest in the order of their first unknown
+    for touched, (direct, rows) in sorted(couplings.items(), key=lambda item: not item[1][0]):
+        components = {find(a) for a in touched}
+        if len(components) == 1:  # closes a cycle
+            if direct:
+                return None, max(touched)
+            border += rows
+        for a in components:
+            root[a] = find(next(iter(touched)))
+    return border, None
+
+
+@dataclass(frozen=True, eq=False)
+class BorderedTree(_Structure):
+    """A :class:`BlockTree` bordered by k unknowns that close its cycles (see the module
+    docstring); built by :func:`bordered_tree`. With t the tree's unknowns and c the border's,
+
+        J = [[A, B], [C, E]],  A = J_tt (the tree's blocks), B = J_tc (n_t, k), C = J_ct (k, n_t), E = J_cc,
+
+    eliminated by the Schur complement of A (a bordered system): Y = A⁻¹ B by k solves along the
+    tree, S = E − C Y (k, k) and its LU; then J x = r is y = A⁻¹ r_t, x_c = S⁻¹ (r_c − C y),
+    x_t = y − Y x_c. O(N b³ + N b² k + n k² + k³) per factorisation, O(N b² + n k) per solve:
+    linear in the nodes for a fixed border. B and C are kept as (n, k) and (k, n) with zeros in the
+    border's rows and columns (the tree's vectors are of all n unknowns, zero at the border).
+
+    Attributes
+    ----------
+    tree : the :class:`BlockTree` of A, over the full numbering of the unknowns (the border in no
+        node's slots), whose ``colour`` (that of the full pattern) gives the probes B, C, E are read from too
+    border : (k,) int, the border unknowns (indices into x)
+    reads_b, reads_c, reads_e : (n, k), (k, n), (k, k) bool, the entries of B, C, E that may be nonzero
+    kernel : the tree's ``kernel`` (:class:`BlockTree`), and S inverted by :func:`kernel_inverse`
+        instead of LAPACK's LU
+    """
+
+    tree: BlockTree
+    border: np.ndarray
+    reads_b: np.ndarray
+    reads_c: np.ndarray
+    reads_e: np.ndarray
+    kernel: bool = field(default=False, kw_only=True)
+    _key: bytes = field(init=False, repr=False)
+
+    name = "bordered tree"
+    loops = True  # the border closes loops of bodies that turn against each other (Director.reuse)
+
+    def __post_init__(self):
+        if self.tree.kernel != self.kernel:
+            object.__setattr__(self, "tree", replace(self.tree, kernel=self.kernel))
+        super().__post_init__()
+
+    def _arrays(self):
+        return (*self.tree._arrays(), self.border, self.reads_b, self.reads_c, self.reads_e, np.asarray(self.kernel))
+
+    @property
+    def n_nodes(self):
+        return self.tree.n_nodes
+
+    @property
+    def width(self):
+        return self.tree.width
+
+    @property
+    def n_border(self):
+        return self.border.shape[0]
+
+    @property
+    def n_colours(self):
+        return self.tree.n_colours
+
+    def largest_inverse(self, n):
+        """As :meth:`Dense.largest_inverse`: a diagonal block's order or the border's, whatever n."""
+        return max(self.width, self.n_border)
+
+    def jacobian(self, residual, x):
+        """The blocks of J at x: (D, U, L) of the tree (:meth:`BlockTree.jacobian`), B (n, k),
+        C (k, n), E (k, k), all read from one compressed Jacobian."""
+        Jx = _compressed_jacobian(residual, x, self.tree.colour)  # (probes, n): entry (colour[j], i) is J_ij
+        probe = self.tree.colour[self.border]
+        B = jnp.where(self.reads_b, Jx[probe].T, 0.0)
+        C = jnp.where(self.reads_c, Jx[:, self.border][self.tree.colour].T, 0.0)
+        E = jnp.where(self.reads_e, Jx[probe][:, self.border].T, 0.0)
+        return self.tree._blocks(Jx, x.dtype), B, C, E
+
+    def factorise(self, blocks):
+        """(the tree's factors, Y = A⁻¹ B (n, k), C, the factors of S = E − C Y)."""
+        tree_blocks, B, C, E = blocks
+        factors = self.tree.factorise(tree_blocks)
+        Y = jax.vmap(lambda b: self.tree.solve(factors, b), in_axes=1, out_axes=1)(B)
+        S = E - C @ Y
+        return factors, Y, C, kernel_inverse(S) if self.kernel else lu_factor(S)
+
+    def solve(self, factors, r):
+        """x with J x = r (n,)."""
+        tree_factors, Y, C, schur = factors
+        y = self.tree.solve(tree_factors, r)  # zero at the border
+        rc = r[self.border] - C @ y
+        xc = kernel_inverse_solve(schur, rc) if self.kernel else lu_solve(schur, rc)
+        return (y - Y @ xc).at[self.border].set(xc)
+
+    def abs_times(self, blocks, w):
+        """``|J| w`` (n,) from the blocks."""
+        tree_blocks, B, C, E = blocks
+        wc = w[self.border]
+        out = self.tree.abs_times(tree_blocks, w) + jnp.abs(B) @ wc
+        return out.at[self.border].add(jnp.abs(C) @ w + jnp.abs(E) @ wc)
+
+    def condition(self, J):
+        """The largest condition number met when eliminating the dense J (numpy, (n, n)): the
+        tree's diagonal blocks' (:meth:`BlockTree.condition`, on A) and S's; ∞ if one is singular."""
+        J = np.asarray(J)
+        worst = self.tree.condition(J)
+        if not worst < 1e15:
+            return np.inf
+        c = self.border
+        t = np.setdiff1d(np.arange(J.shape[0]), c)
+        S = J[np.ix_(c, c)] - J[np.ix_(c, t)] @ np.linalg.solve(J[np.ix_(t, t)], J[np.ix_(t, c)])
+        worst = max(worst, np.linalg.cond(S))
+        return worst if worst < 1e15 else np.inf
+
+    def dense(self, blocks):
+        """The dense J (n, n) assembled from the blocks (for tests against :class:`Dense`)."""
+        tree_blocks, B, C, E = blocks
+        J = self.tree.dense(tree_blocks)
+        c = self.border
+        return J.at[:, c].add(B).at[c, :].add(C).at[c[:, None], c[None, :]].add(E)
 
 
 def _rooting(adjacency, roots):
@@ -579,7 +831,8 @@ def _loop_nodes(node, touch, depth):
     node = node.copy()
     N = int(node.max()) + 1
     unknowns = np.bincount(node[node >= 0], minlength=N)
-    free = np.flatnonzero(node < 0)
+    free = np.flatnonzero(node == -1)  # a bordered tree's border (node −2) joins no node
+    inside = node != -2
     node[free] = [max(touch[r], key=lambda a: depth[a]) for r in free]
     root = np.arange(N)  # union–find of the merged nodes
 
@@ -608,7 +861,9 @@ def _loop_nodes(node, touch, depth):
             break
     merged = np.array([find(a) for a in range(N)])
     relabel = np.unique(merged, return_inverse=True)[1]
-    return relabel[merged[node]], relabel
+    if inside.all():
+        return relabel[merged[node]], relabel
+    return np.where(inside, relabel[merged[np.where(inside, node, 0)]], -1), relabel
 
 
 def _centres(adjacency):

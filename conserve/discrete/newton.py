@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model.terms import ROUNDOFF
-from .linear import BlockTree, Dense
+from .linear import BlockTree, BorderedTree, Dense
 
 
 @dataclass(frozen=True)
@@ -277,7 +277,8 @@ def run_if(pred, fn, otherwise):
 def empty_memory(x0, linear=Dense(), reference=None) -> NewtonMemory:
     """A :class:`NewtonMemory` without factors for a system of x0's size (zeros of the solver's factor
     shapes, ``valid`` False), with this ``reference`` for a :class:`~conserve.discrete.turning.Turn`."""
-    cached = isinstance(linear, (Dense, BlockTree))  # solvers equal by value (others, by identity: not cached)
+    # solvers equal by value (others, by identity: not cached)
+    cached = isinstance(linear, (Dense, BlockTree, BorderedTree))
     shapes_of = _factor_shapes if cached else _factor_shapes.__wrapped__
     shapes = shapes_of(linear, x0.shape[0], np.dtype(x0.dtype))
     return NewtonMemory(jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), shapes), np.bool_(False), reference)

@@ -187,8 +187,8 @@ class Solution:
     stats : backend, steps, compile (the code generation, :mod:`conserve.compilation`; None for a
         reference integrator) and unknown_steps (the run's measure for compile="auto"; None for
         adaptive steps), compile_time (s), run_time (s, after compilation), time_per_step (s),
-        unknowns, newton_matrix (the Newton matrix's linear algebra: "dense", "coloured" or "tree",
-        :mod:`conserve.discrete.linear`; step backends only); with adaptive steps also attempts,
+        unknowns, newton_matrix (the Newton matrix's linear algebra: "dense", "coloured", "tree" or
+        "bordered tree", :mod:`conserve.discrete.linear`; step backends only); with adaptive steps also attempts,
         accepted_steps, rejected_steps, error_estimate, rtol, atol (each rejected attempt in
         ``rejected_attempts``)
     """

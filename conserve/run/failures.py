@@ -171,7 +171,8 @@ def convergence_error(n, t, h, newton, history, solution, settings) -> Convergen
         + (", on_failure='subdivide'" if settings["on_failure"] == "raise" else "")
         + (f", backend=cs.Director(linear='dense') (this run's Newton matrix is '{solution.stats['newton_matrix']}', "
            "its sparsity sampled at the start: a coupling that appears later, a force law off at t0, is missed)"
-           if finite and coarse is None and solution.stats["newton_matrix"] in ("tree", "coloured") else "")
+           if finite and coarse is None and solution.stats["newton_matrix"] in ("tree", "bordered tree", "coloured")
+           else "")
         + ", or check the model for unbounded forces.",
         partial_solution=solution, step=n, time=t, residual_history=history,
     )
