@@ -189,3 +189,14 @@ def loglog_slope(rows, key, sizes):
         return None
     n, t = np.log(np.array(pts)).T
     return float(np.polyfit(n, t, 1)[0])
+
+
+def write_report(path, lines, t_start):
+    """Write the report ``lines`` (markdown) to ``path`` with the benchmark's wall time since
+    ``t_start`` (``time.perf_counter()``) and the load average at the end, and print it."""
+    lines = [*lines, f"Benchmark wall time: {time.perf_counter() - t_start:.0f} s; load average at the end "
+                     f"{os.getloadavg()[0]:.2f} (1 min)."]
+    Path(path).parent.mkdir(exist_ok=True)
+    Path(path).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {path}")

@@ -69,7 +69,7 @@ from scipy.integrate import solve_ivp
 import conserve as cs
 from conserve.errors import ConvergenceError
 
-from _peers import import_exudyn, loglog_slope, pin_to_core0, solve_fixed_step
+from _peers import import_exudyn, loglog_slope, pin_to_core0, solve_fixed_step, write_report
 
 OUT = Path(__file__).parent / "results" / "four_bars.md"
 L, MASS, RADIUS, G = 1.0, 1.0, 0.01, 9.81
@@ -410,12 +410,7 @@ def main(argv=None):
     failed = [(r["N"], k, f["failed"]) for r in rows for k, f in r["failed"].items()]
     if failed:
         lines += ["## Failures", ""] + [f"- N = {n}, {k}: {f}" for n, k, f in failed] + [""]
-    lines += [f"Benchmark wall time: {time.perf_counter() - t_start:.0f} s; load average at the end "
-              f"{os.getloadavg()[0]:.2f} (1 min)."]
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"wrote {OUT}")
+    write_report(OUT, lines, t_start)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ least-squares fit over N = 8 … 64.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -47,7 +46,7 @@ import conserve as cs
 from conserve.backends.director import Director, linear_solver
 from conserve.problems import _bar
 
-from _peers import loglog_slope, pin_to_core0
+from _peers import loglog_slope, pin_to_core0, write_report
 
 OUT = Path(__file__).parent / "results" / "free_ring.md"
 SPIN = (0.3, -0.2, 1.0)
@@ -147,12 +146,7 @@ def main(argv=None):
                          + (f"{slope:.2f}" if slope is not None else "n/a"))
         matrices = sorted({r[k]["matrix"] for r in rows for k in KEYS})
         lines += [f"- Newton matrices reported by the runs: {', '.join(matrices)}", ""]
-    lines += [f"Benchmark wall time: {time.perf_counter() - t_start:.0f} s; load average at the end "
-              f"{os.getloadavg()[0]:.2f} (1 min)."]
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"wrote {OUT}")
+    write_report(OUT, lines, t_start)
 
 
 if __name__ == "__main__":
