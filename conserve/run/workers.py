@@ -11,7 +11,7 @@ Each worker gets, in its environment before anything is imported: one thread for
 OpenMP, and one for XLA's CPU computations, run on the calling thread (:data:`ONE_THREAD`,
 :data:`XLA_ONE_THREAD`, :data:`SYNCHRONOUS`), so k workers use k cores without oversubscribing
 them; the parent's ``XLA_FLAGS`` (conserve's loop-kernel option among them), float64, and the
-parent's persistent compilation cache directory if one is enabled.
+parent's persistent compilation cache directory (off when the parent has none).
 Nothing is pinned: the operating system places the workers on the cores this process may use.
 
 The workers are kept for later calls (a second ensemble starts no process, imports nothing and
@@ -34,6 +34,7 @@ import types
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
+from ..compilation.cache import ENVIRONMENT_VARIABLE, compilation_cache_directory
 from ..errors import ModelError
 
 #: thread counts for the linear-algebra libraries of a worker (read when they load)
@@ -160,24 +161,13 @@ def _worker_environment():
     flags = os.environ.get("XLA_FLAGS", "")
     added = {**ONE_THREAD, **SYNCHRONOUS, WORKER_VARIABLE: "1", "JAX_ENABLE_X64": "1",
              "XLA_FLAGS": flags if "xla_cpu_multi_thread_eigen" in flags else f"{XLA_ONE_THREAD} {flags}".strip()}
-    cache = _cache_directory()
-    if cache:
-        from ..compilation.cache import ENVIRONMENT_VARIABLE
-        added[ENVIRONMENT_VARIABLE] = str(cache)
+    added[ENVIRONMENT_VARIABLE] = compilation_cache_directory() or "off"  # the parent's cache, or none
     os.environ.update(added)
     try:
         yield
     finally:
         os.environ.clear()
         os.environ.update(saved)
-
-
-def _cache_directory():
-    """The parent's persistent compilation cache directory, if jax is loaded and one is enabled."""
-    if "jax" not in sys.modules:
-        return None
-    from ..compilation.cache import compilation_cache_directory
-    return compilation_cache_directory()
 
 
 def _ignore_interrupts():
@@ -232,7 +222,7 @@ def _pool(processes):
     global _kept
     import multiprocessing
 
-    key = (processes, os.environ.get("XLA_FLAGS", ""), str(_cache_directory()), tuple(sys.path))
+    key = (processes, os.environ.get("XLA_FLAGS", ""), str(compilation_cache_directory()), tuple(sys.path))
     if _kept is not None and _kept[0] == key:
         return _kept[1]
     shut_down()
