@@ -30,8 +30,8 @@ __version__ = "0.1.0"
 
 #: the module each public name lives in, imported on the name's first use
 _HOMES = {
-    **dict.fromkeys(("CentralGravity", "Constraint", "Cylindrical", "Distance", "Fixed", "Force", "Gravity",
-                     "JointDrive", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular", "Planar",
+    **dict.fromkeys(("Beam", "Section", "CentralGravity", "Constraint", "Cylindrical", "Distance", "Fixed", "Force",
+                     "Gravity", "JointDrive", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular", "Planar",
                      "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "Spherical",
                      "SpringDamper", "System", "Torque", "Universal", "ground"), "model"),
     "Parameter": "model.parameters",
@@ -47,6 +47,7 @@ _HOMES = {
     "Solution": "results.solution",
     **dict.fromkeys(("joint_reactions", "Reaction"), "results.reactions"),
     **dict.fromkeys(("linearize", "Linearization"), "studies.linearize"),
+    **dict.fromkeys(("equilibrium", "Equilibrium"), "studies.equilibrium"),
 }
 
 #: the package's modules that are public names themselves (``cs.problems``, ``cs.studies``, …)

@@ -20,6 +20,7 @@ import numpy as np
 from ..compilation.modes import jit_quick
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
+from .beams import Beam
 from .bodies import Ground, Part
 from .coordinates import CoordinateElement
 from .custom import check_quadratic_invariants
@@ -207,6 +208,9 @@ class System:
             return self
         if not isinstance(element, Element):
             raise ModelError(f"System: {element!r} is not a body, joint or force.")
+        if isinstance(element, Beam):  # its nodes are parts of their own, listed before it
+            for node in element.nodes:
+                self.add(node)
         if not isinstance(element, Ground):
             self.elements.append(element)
         return self
