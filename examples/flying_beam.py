@@ -6,7 +6,8 @@ energy and angular momentum exact once the load ends, the beam tumbling and flex
 A straight beam from (6, 0, 0) to (0, 0, 8) m, EA = GA = 1e4 N, EI = GJ = 500 N m², ρA = 1 kg/m,
 rotary inertia 10 kg m per metre about each section axis (20 polar), 10 elements; a dead force
 F = (20, 0, 0) N and torque M = (0, 200, 100) N m at its first node (the load of AeroBeams.jl's and
-crmS3R3's versions of the problem), raised linearly over 2.5 s and lowered to zero at 5 s. The step is Δt = 0.05 s: 600 steps to t = 30 s.
+crmS3R3's versions of the problem), raised linearly over 2.5 s and lowered to zero at 5 s.
+The step is Δt = 0.05 s: 600 steps to t = 30 s.
 """
 
 import jax.numpy as jnp
