@@ -40,7 +40,7 @@ L_error = np.linalg.norm(L[free] - L[free][0], axis=1) / sol.momentum_scale("ang
 print(f"after the load (t ≥ 5 s): energy {E[free][0]:.6g} J, relative change ≤ {np.max(np.abs(E_error)):.1e}; "
       f"angular momentum change ≤ {np.max(L_error):.1e} of its scale")
 
-centre = np.stack([np.asarray(sol[node.name].position) for node in beam.nodes], axis=1)  # (N+1, nodes, 3)
+centre = sol[beam].centreline  # (time nodes, beam nodes, 3)
 fig = plt.figure(figsize=(12, 4.8))
 ax, ax_e = fig.add_subplot(1, 2, 1, projection="3d"), fig.add_subplot(1, 2, 2)
 for k in range(0, len(t), 20):

@@ -188,3 +188,17 @@ def test_elements_with_laws_of_their_own_share_one_kind_and_each_runs_its_own():
     for motor, c in zip(motors, torques):
         np.testing.assert_allclose(sol.coordinates[motor.name][-1], c * T**2 / (2 * 0.2), rtol=1e-3)
     check_balance(sol)
+
+
+def test_uniform_gravity_discrete_gradient_is_exact_for_any_step():
+    """U = −m π is linear: its discrete gradient is −m however small Δπ, with a zero derivative
+    (Gonzalez's generic quotient divided round-off by |Δπ|² there, and Newton's Jacobian blew up)."""
+    import jax
+
+    from conserve.model.forces import UniformGravity
+
+    p, a = {"mass": np.float64(2.0)}, np.array([3.0])
+    for step in (0.0, 1e-13, 3e-6, 1.0):
+        b = a + step
+        assert np.array_equal(np.asarray(UniformGravity().discrete_gradient(p, a, b)), [-2.0])
+        assert np.all(np.asarray(jax.jacfwd(lambda y: UniformGravity().discrete_gradient(p, a, y))(b)) == 0)

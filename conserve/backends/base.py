@@ -164,7 +164,7 @@ class ReferenceBackend(ABC):
 
     @abstractmethod
     def integrate(self, assembly, t0, t_end, dt, progress=None, every=1024):
-        """(nodes State (N+1, …), dissipation (N, n_s + n_r), work (N, n_w), stats dict, failure
+        """(nodes State (N+1, …), dissipation (N, n_s + n_v + n_r), work (N, n_w), stats dict, failure
         message, the exception that stopped it, or None) with nodes every dt; ``progress(done, N)``
         after every ``every`` nodes (an exception it raises stops the integration)."""
 

@@ -72,16 +72,22 @@ def _n_work(model):
     return jax.eval_shape(model.applied_forces, x(), x(n_q), x(n_q), x(n_s), x(n_r), x(n_r))[2].shape[0]
 
 
+def _n_viscous(model):
+    """Number of viscous potential elements (their dissipation follows the joint dampers')."""
+    return sum(int(p["damping"].shape[0]) for _, p in model.viscous_groups())
+
+
 def unknowns(model) -> int:
-    """Size of the ODE state: q, ν, s, p, θ, one dissipation per damper, one work per motor and load."""
+    """Size of the ODE state: q, ν, s, p, θ, one dissipation per damper, viscous element and
+    rotor, one work per motor and load."""
     n_q, n_d, n_s, n_r = _sizes(model)
-    return n_q + n_d + 2 * n_s + 3 * n_r + _n_work(model)
+    return n_q + n_d + 2 * n_s + _n_viscous(model) + 3 * n_r + _n_work(model)
 
 
 def _split(model, y, xp=jnp):
     """(q, ν, s, p, θ, E_d, W) of the ODE state y (``xp``: jax.numpy, or numpy outside jit)."""
     n_q, n_d, n_s, n_r = _sizes(model)
-    return xp.split(y, np.cumsum([n_q, n_d, n_s, n_r, n_r, n_s + n_r]))
+    return xp.split(y, np.cumsum([n_q, n_d, n_s, n_r, n_r, n_s + _n_viscous(model) + n_r]))
 
 
 def _closure_constraints(model, q, theta, s):
@@ -116,7 +122,8 @@ def _rates(model, t, y, lam):
              - jax.jvp(lambda x: dLdv(q, x), (p,), (p_dot,))[1] - dD + applied - model.mass_times(H2_dot_nu))
     nu_dot = jnp.linalg.solve(H2.T @ jax.vmap(model.mass_times, 1, 1)(H2), H2.T @ force)
     c_s = jnp.concatenate([g["damping"] for _, g, _ in model.coordinate_groups()]) if s.size else s
-    return jnp.concatenate([v, nu_dot, s_dot, p_dot, rates, c_s * s_dot**2, c_r * rates**2, power])
+    return jnp.concatenate([v, nu_dot, s_dot, p_dot, rates, c_s * s_dot**2, model.viscous_powers(q, v),
+                            c_r * rates**2, power])
 
 
 def _velocity_constraints(model, y):
@@ -148,7 +155,7 @@ def _rhs(model, t, y):
 
 def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12, progress=None, every=1024):
     """Integrate from the assembly's initial state; returns (nodes State (N+1, ...), dissipation
-    per step (N, n_s + n_r) and work per step (N, n_w) in J, stats, failure). Nodes at t0 + k dt,
+    per step (N, n_s + n_v + n_r) and work per step (N, n_w) in J, stats, failure). Nodes at t0 + k dt,
     k = 0 … N, from the solver's dense output as in ``solve_ivp`` (whose loop this is); if the
     solver fails, the nodes it reached and its message as ``failure`` (else None).
     ``progress(nodes_done − 1, N)`` is called whenever ``every`` more nodes are done and at the end;
@@ -161,7 +168,8 @@ def integrate(assembly, t0, t_end, dt, method="DOP853", rtol=1e-10, atol=1e-12, 
                          "derivatives of the laws); use 'director' or 'reduced'.")
     H0 = np.asarray(_null_space(model, state.q))
     nu0 = np.linalg.lstsq(H0, np.asarray(state.v), rcond=None)[0]
-    n_energies = state.s.shape[0] + state.p.shape[0] + _n_work(model)  # dissipation per damper, work per motor and load
+    # dissipation per damper and viscous element, work per motor and load
+    n_energies = state.s.shape[0] + _n_viscous(model) + state.p.shape[0] + _n_work(model)
     import scipy.integrate  # imported here: 0.2 s that other backends' runs need not pay
 
     y0 = np.concatenate([state.q, nu0, state.s, state.p, state.theta, np.zeros(n_energies)])

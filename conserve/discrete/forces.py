@@ -5,7 +5,8 @@ exact discrete derivatives of everything the model's kinds define.
   derivative: Ḡ·Δq = Δg), and for invariant kinds (``InvariantConstraintKind``) the discrete
   gradient of λ·outer(π) in invariant space;
 - potentials: ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}) with the kind's closed form or Gonzalez's
-  discrete gradient (:func:`conserve.discrete.gradient.discrete_gradient`), so f·Δq = ΔU;
+  discrete gradient (:func:`conserve.discrete.gradient.discrete_gradient`), so f·Δq = ΔU; a
+  viscous part (params ``damping`` η) adds ∇π(q_{n+½})ᵀ η Δπ/h, which dissipates η Δπ²/h ≥ 0;
 - joint springs, dampers and motors on joint coordinates: w ∇̄s with ∇̄s = ∇π(q_{n+½})ᵀ ∂̄s/∂π
   (``conserve.model.coordinates``), so their work is w Δs exactly;
 - applied loads at the midpoint (:class:`~conserve.model.elements.LoadKind`).
@@ -82,20 +83,26 @@ def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None, 
         applied loads), so that f·Δq = ΔV + D − W exactly
     s1 : (n_s,) joint coordinates at t + h
     work : (n_w,) discrete work of each motor and load (J)
-    dissipation : (n_s,) energy each joint damper removes, c Δs²/h ≥ 0 (J)
+    dissipation : (n_s + n_v,) energy each joint damper removes, c Δs²/h ≥ 0, then each viscous
+        potential element (a damped beam element), Σ η Δπ²/h ≥ 0 (J)
     """
     q0, s0 = state.q, state.s
     qm = 0.5 * (q0 + q1)
     Q0, Q1 = model.blocks(q0), model.blocks(q1)
     tm = t + 0.5 * h
-    invariants, cotangents = [], []
+    invariants, cotangents, viscous = [], [], []
     # potentials through their invariants (Gonzalez 1996; Betsch and Steinmann 2001)
     for k, p in zip(model.potential_kinds, model.potential_params):
         def dg(pe, a, b, k=k):  # the kind's closed form, else Gonzalez's in invariant space
             closed = k.discrete_gradient(pe, a, b)
             return discrete_gradient(partial(k.energy, pe), a, b) if closed is None else closed
         invariants.append(k.invariants)
-        cotangents.append(jax.vmap(dg)(p, k.invariants(p, Q0), k.invariants(p, Q1)))
+        pi0, pi1 = k.invariants(p, Q0), k.invariants(p, Q1)
+        cotangent = jax.vmap(dg)(p, pi0, pi1)
+        if "damping" in p:  # viscous (Kelvin–Voigt): η Δπ/h, dissipating Σ η Δπ²/h ≥ 0
+            cotangent = cotangent + p["damping"] * (pi1 - pi0) / h
+            viscous.append(jnp.sum(p["damping"] * (pi1 - pi0) ** 2, axis=1) / h)
+        cotangents.append(cotangent)
     # joint coordinates: w ∇̄s with ∇̄s = ∇π(q_m)ᵀ ∂̄s/∂π
     s1, work, dissipation = [], [], []
     increments = increment_groups(model, q0, q1) if increments is None else increments
@@ -127,4 +134,4 @@ def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None, 
         f = f - force[:-4].ravel()
         work.append(w_load)
     cat = lambda xs: jnp.concatenate(xs) if xs else jnp.zeros((0,), q0.dtype)  # noqa: E731
-    return f, cat(s1), cat(work), cat(dissipation)
+    return f, cat(s1), cat(work), cat(dissipation + viscous)

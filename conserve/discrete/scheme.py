@@ -37,7 +37,7 @@ from .rotors import rotor_step
 class StepRecord(NamedTuple):
     """What a step reports: Newton ``iterations`` (int32), ``converged`` (bool), the residual's
     max-norm at each iteration ``history`` (max_iterations,), the discrete ``work`` (n_w,) of
-    motors and loads and the ``dissipation`` (n_s + n_r,) of joint dampers and rotor bearings in
+    motors and loads and the ``dissipation`` (n_s + n_v + n_r,) of joint dampers, viscous elements and rotor bearings in
     J, the ``substeps`` taken (1; 2^k after a recovery, ``conserve.backends.subdivide``) and the
     step's scaled ``multipliers`` λ̃ = (h²/2) λ of the kept constraint rows (n_c,; rows a backend
     eliminates are 0 until it recovers them after the run)."""

@@ -146,12 +146,24 @@ class Model:
         return 0.5 * v @ self.mass_times(v) - p @ self.rotor_relative_rates(q, v, p) - self.potential_energy(q, s)
 
     def rayleigh(self, q, v):
-        """(R, ṡ): Rayleigh's dissipation function R = ½ Σ c_k ṡ_k² of the joint dampers, in W,
-        and the joint rates ṡ = ∂s/∂q v (n_s,). Rotor bearings act on the spin angles only and are
-        not in R."""
+        """(R, ṡ): Rayleigh's dissipation function R = ½ Σ c_k ṡ_k² + ½ Σ P_e of the joint dampers
+        and the viscous potentials (:meth:`viscous_powers` P_e), in W, and the joint rates
+        ṡ = ∂s/∂q v (n_s,). Rotor bearings act on the spin angles only and are not in R."""
         s_dot = jax.jvp(self.coordinate_values, (q,), (v,))[1]
         c = jnp.concatenate([g["damping"] for _, g, _ in self.coordinate_groups()]) if s_dot.size else s_dot
-        return 0.5 * c @ s_dot**2, s_dot
+        return 0.5 * c @ s_dot**2 + 0.5 * jnp.sum(self.viscous_powers(q, v)), s_dot
+
+    def viscous_groups(self):
+        """(kind, params) of the potential kinds with a viscous part (params ``damping`` (n, k):
+        η_k on the invariants' rates, a Kelvin–Voigt material's), in the order of their
+        dissipation entries."""
+        return [(k, p) for k, p in zip(self.potential_kinds, self.potential_params) if "damping" in p]
+
+    def viscous_powers(self, q, v):
+        """(n_v,) the power Σ_k η_k π̇_k² in W each viscous potential element dissipates at (q, q̇)."""
+        powers = [jnp.sum(p["damping"] * jax.jvp(lambda x, k=k, p=p: k.invariants(p, self.blocks(x)), (q,), (v,))[1]
+                          ** 2, axis=1) for k, p in self.viscous_groups()]
+        return jnp.concatenate(powers) if powers else jnp.zeros((0,), q.dtype)
 
     def linear_momentum(self, v):
         """L = Σ_a t_a (M v)_a over translational blocks a, in kg m/s (3,)."""

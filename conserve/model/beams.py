@@ -73,8 +73,13 @@ class ElasticRod(PotentialKind):
     U = ½ L Σ C (ε − ε⁰)² in J; closed-form discrete gradient L C (½ (ε_n + ε_{n+1}) − ε⁰), exact
     because U is quadratic in ε.
     params: ``frame_a``, ``frame_b`` (n, 4) the end nodes, ``length`` L (n,) in m, ``stiffness``
-    C (n, 6) = (GA1, GA2, EA in N, EI1, EI2, GJ in N m²), ``reference`` ε⁰ (n, 6).
+    C (n, 6) = (GA1, GA2, EA in N, EI1, EI2, GJ in N m²), ``reference`` ε⁰ (n, 6); with
+    ``viscous`` also ``damping`` η = τ L C (n, 6) (Kelvin–Voigt, retardation times τ in s): the
+    step adds the force ∇ε(q_{n+½})ᵀ η Δε/h and reports the dissipation Σ η Δε²/h ≥ 0
+    (:mod:`conserve.discrete.forces`).
     """
+
+    viscous: bool = False
 
     def invariants(self, p, Q):
         fa, fb = p["frame_a"], p["frame_b"]
@@ -220,7 +225,8 @@ class Beam(ForceElement):
     ``cs.Fixed(beam.start, cs.ground, at=beam.start.position)`` clamps it,
     ``cs.Revolute(beam.node(3), hub, ...)`` pins it. Add the beam to the System; its nodes come with
     it. Energy, momentum and every joint are kept exactly (:mod:`conserve.model.beams`). After a
-    run, ``beam.centreline(sol)``, ``beam.strains(sol)`` and ``beam.resultants(sol)``.
+    run, ``sol[beam]`` (a :class:`~conserve.results.solution.BeamView`) gives its centreline,
+    frames, strains and stress resultants over time.
 
     Parameters
     ----------
@@ -236,11 +242,21 @@ class Beam(ForceElement):
         twisted or sheared reference
     velocity, angular_velocity : (3,) — a rigid motion at the start: the first node's velocity
         (m/s) and the angular velocity (rad/s, inertial)
+    damping : retardation time τ in s of Kelvin–Voigt material damping, stresses C (ε − ε⁰ + τ ε̇)
+        (one number, or 6 in the order of :data:`STRAINS`); its dissipation per element and step
+        is reported as a damper's (``sol.dissipation_by_element["name element e"]``)
     """
 
     def __init__(self, name, section, points, elements=1, *, normal=None, frames=None, velocity=(0.0, 0.0, 0.0),
-                 angular_velocity=(0.0, 0.0, 0.0)):
+                 angular_velocity=(0.0, 0.0, 0.0), damping=0.0):
         self.name = name
+        try:
+            self.damping = np.broadcast_to(np.asarray(damping, dtype=float), (6,)).copy()
+        except (TypeError, ValueError):
+            self.damping = np.full(6, np.nan)
+        if not np.all(np.isfinite(self.damping) & (self.damping >= 0)):
+            raise ModelError(f"beam '{name}': damping must be a retardation time ≥ 0 in s (one number or 6), "
+                             f"got {damping!r}.")
         if not isinstance(section, Section):
             raise ModelError(f"beam '{name}': section must be a cs.Section, got {section!r}.")
         self.section = section
@@ -301,31 +317,20 @@ class Beam(ForceElement):
     def parts(self):
         return self.nodes
 
-    def centreline(self, sol):
-        """(T, N + 1, 3) the nodes' positions in m at a Solution's T nodes in time."""
-        return np.stack([np.asarray(sol[n.name].position) for n in self.nodes], axis=1)
-
-    def strains(self, sol):
-        """(T, N, 6) each element's strains (:data:`STRAINS`: shear, stretch dimensionless;
-        bending, twist in 1/m) at a Solution's T nodes in time."""
-        x = self.centreline(sol)
-        d = np.stack([np.swapaxes(np.asarray(sol[n.name].rotation), -1, -2) for n in self.nodes], axis=1)
-        return np.asarray(rod_strains(x[:, :-1], d[:, :-1], x[:, 1:], d[:, 1:], self.lengths))
-
-    def resultants(self, sol):
-        """(T, N, 6) each element's stress resultants in its section axes (:data:`RESULTANTS`:
-        shear forces and axial force in N, bending moments and torque in N m), C (ε − ε⁰)."""
-        return self.section.stiffness * (self.strains(sol) - self.reference)
-
     def sketch(self):
-        return None
+        return [("beam", a, np.zeros(3), b, np.zeros(3)) for a, b in zip(self.nodes[:-1], self.nodes[1:])]
 
     def terms(self, layout):
         frames = np.array([layout.frame(n) for n in self.nodes])
-        C = self.section.stiffness
-        return [Term(ElasticRod(), {"frame_a": frames[e], "frame_b": frames[e + 1], "length": self.lengths[e],
-                                    "stiffness": C, "reference": self.reference[e]}, f"{self.name} element {e}")
-                for e in range(self.n_elements)]
+        C, viscous = self.section.stiffness, bool(np.any(self.damping > 0))
+        terms = []
+        for e, L in enumerate(self.lengths):
+            p = {"frame_a": frames[e], "frame_b": frames[e + 1], "length": L, "stiffness": C,
+                 "reference": self.reference[e]}
+            if viscous:
+                p["damping"] = self.damping * L * C
+            terms.append(Term(ElasticRod(viscous), p, f"{self.name} element {e}"))
+        return terms
 
     def record(self):
         """What a Solution needs to show the beam: node names, element lengths, stiffnesses and

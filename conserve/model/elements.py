@@ -48,7 +48,8 @@ class Element(ABC):
 
     def sketch(self):
         """What a picture draws of the element: ``(kind, part a, body point a, part b, body point b)``
-        with kind "joint", "rope" or "spring", or None (:mod:`conserve.results.animation`)."""
+        with kind "joint", "rope", "spring" or "beam" (a list of them for an element of several
+        lines), or None (:mod:`conserve.results.animation`)."""
         return None
 
 

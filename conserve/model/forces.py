@@ -45,6 +45,12 @@ class UniformGravity(PotentialKind):
     def energy(self, p, pi):
         return -p["mass"] * pi[0]
 
+    def discrete_gradient(self, p, pi0, pi1):
+        """−m: U is linear, so its difference quotient is its derivative exactly (Gonzalez's
+        generic form would divide round-off by |Δπ|² and make Newton's Jacobian blow up when a
+        mass barely moves)."""
+        return jnp.full_like(pi0, -p["mass"])
+
 
 @dataclass(frozen=True)
 class CentralGravityPotential(PotentialKind):

@@ -61,7 +61,8 @@ class Layout:
     coordinate_names : owners of the tracked joint coordinates s (springs, dampers, motors)
     work_names : owners of the entries of the per-step work (joint motors, loads, rotor motors)
     potential_names : owners of the potentials, in the order of ``Model.potential_energies``
-    dissipation_names : owners of the per-step dissipation (joint dampers, then rotor bearings)
+    dissipation_names : owners of the per-step dissipation (joint dampers, viscous potential
+        elements, then rotor bearings)
     rank, degrees_of_freedom : of the assembled system
     sketch : what a picture needs (:mod:`conserve.results.animation`): {"links": [(name, kind, part a,
         body point a, part b, body point b)] of joints, ropes and springs (kind "joint", "rope",
@@ -70,6 +71,8 @@ class Layout:
     joints : {name: :meth:`~conserve.model.joints.Joint.record`} of every joint, for its sensors
         (a driven joint's record: ``"drives"`` {coordinate: drive name})
     drives : {name: the :class:`~conserve.model.drives.JointDrive`} (posing evaluates their laws)
+    beams : {name: :meth:`~conserve.model.beams.Beam.record`} of every beam (nodes, element
+        lengths, stiffnesses, reference strains), for its view in a Solution
     added : {part name: names of the elements that reference it} of the parts not listed in the
         System but added because other elements reference them
     projection : what projecting the initial velocities changed (``assemble(project_velocities=True)``)
@@ -90,6 +93,7 @@ class Layout:
     sketch: dict = field(default_factory=dict)
     joints: dict = field(default_factory=dict)
     drives: dict = field(default_factory=dict)
+    beams: dict = field(default_factory=dict)
     added: dict = field(default_factory=dict)
     projection: str = ""
 
@@ -321,6 +325,7 @@ def make_layout(parts, others, body_rotors) -> Layout:
     layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)], body_rotors=list(body_rotors))
     layout.sketch = _sketch(others, body_rotors)
     layout.joints = {e.name: e.record(layout) for e in others if isinstance(e, Joint)}
+    layout.beams = {e.name: e.record() for e in others if isinstance(e, Beam)}
     _record_drives(layout, others)
     return layout
 
@@ -369,7 +374,9 @@ def stacked_terms(terms, layout: Layout, tree_owners):
                          + [r.name for r in layout.rotors if r.motor is not None]
                          + [t.owner for k, _, ts in groups["constraint"] if getattr(k, "rheonomic", False)
                             for t in ts])
-    layout.dissipation_names = layout.coordinate_names + [r.name for r in layout.rotors]
+    layout.dissipation_names = (layout.coordinate_names
+                                + [t.owner for _, params, ts in groups["potential"] if "damping" in params for t in ts]
+                                + [r.name for r in layout.rotors])
     return groups, row_priority
 
 
@@ -425,8 +432,10 @@ def coordinate_values(model: Model, q):
 def _sketch(elements, body_rotors):
     """Layout.sketch: the geometry of joints, ropes, springs and rotors, as plain data."""
     name = lambda part: "ground" if isinstance(part, Ground) else part.name  # noqa: E731
-    links = [(e.name, kind, name(a), np.asarray(at_a, float).tolist(), name(b), np.asarray(at_b, float).tolist())
-             for e in elements if e.sketch() is not None for kind, a, at_a, b, at_b in [e.sketch()]]
+    sketches = [(e.name, s) for e in elements if e.sketch() is not None
+                for s in (e.sketch() if isinstance(e.sketch(), list) else [e.sketch()])]
+    links = [(owner, kind, name(a), np.asarray(at_a, float).tolist(), name(b), np.asarray(at_b, float).tolist())
+             for owner, (kind, a, at_a, b, at_b) in sketches]
     rotors = {}
     for r in [e for e in elements if isinstance(e, Rotor)] + list(body_rotors):
         radius = float(np.sqrt(2.0 * r.axial_inertia / r.mass)) if r.mass > 0 else 0.0

@@ -2,8 +2,8 @@
 
 Drawn per frame: every rigid body as its body frame (the directors d1, d2, d3 as red, green,
 blue arrows of a common length) at its centre of mass, point masses as dots, joints as markers
-at their attachment point with a line from each part's centre to it (a stick figure), ropes and
-springs as lines between their points, rotors as a circle normal to their axis with a marker
+at their attachment point with a line from each part's centre to it (a stick figure), ropes,
+springs and beam elements as lines between their points, rotors as a circle normal to their axis with a marker
 turning with the spin angle, and trails of the centres. The geometry comes from the Solution's
 layout (``layout["sketch"]``, see :class:`conserve.model.system.Layout`), so a loaded file can
 be animated too.
@@ -124,7 +124,8 @@ def draw(scene: Scene, k: int, ax, trails=True):
         else:  # the attachment points belong to the parts (a boom's tip): stick lines, then the rope
             for centre, point in ((ca, pa), (cb, pb)):
                 ax.plot(*np.stack([centre[k], point[k]]).T, color="0.3", lw=1.2)
-            style = {"rope": dict(color="tab:brown", lw=1.5), "spring": dict(color="tab:purple", lw=1.0, ls="--")}
+            style = {"rope": dict(color="tab:brown", lw=1.5), "spring": dict(color="tab:purple", lw=1.0, ls="--"),
+                     "beam": dict(color="tab:blue", lw=2.5)}
             ax.plot(*np.stack([pa[k], pb[k]]).T, **style[kind])
     phi = np.linspace(0.0, 2 * np.pi, 49)
     for name, (centre, axis, marker, e1, e2, radius) in scene.rotors.items():

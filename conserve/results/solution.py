@@ -18,6 +18,7 @@ from ..backends.base import map_steps
 from ..compilation.modes import jit_quick
 from ..kinematics.rotations import angular_velocity, rotation_to_quaternion
 from ..model.assembled import Energy, Model, State
+from ..model.beams import rod_strains
 from ..model.parameters import bound
 from . import export
 from .sensors import Frames, JointView, PointHistory, joint_view, point_history, unwrapped
@@ -79,7 +80,8 @@ def layout_record(layout):
             "rotors": [r.name for r in layout.rotors],
             "body_rotors": {r.name: (r.master.name, r.axis.tolist()) for r in layout.body_rotors},
             "body_rotor_axial_inertia": {r.name: r.axial_inertia for r in layout.body_rotors},
-            "degrees_of_freedom": layout.degrees_of_freedom, "sketch": layout.sketch, "joints": layout.joints}
+            "degrees_of_freedom": layout.degrees_of_freedom, "sketch": layout.sketch, "joints": layout.joints,
+            "beams": layout.beams}
 
 
 class PartView:
@@ -153,6 +155,44 @@ class PartView:
             D = np.broadcast_to(np.eye(3), (len(self.position), 3, 3))
             return point_history(self._t, Frames(self.position, D, self.velocity, np.zeros_like(D)), X)
         return point_history(self._t, Frames(self.position, self._d, self.velocity, self._d_rate), X)
+
+
+class BeamView:
+    """Time histories of one beam (:class:`~conserve.Beam`) over the Solution's T nodes:
+
+    centreline : (T, N+1, 3) the nodes' positions in m;  velocity : (T, N+1, 3) in m/s
+    rotation : (T, N+1, 3, 3) the nodes' frames [d1 d2 d3] (d3 normal to the section)
+    strains : (T, N, 6) each element's strains (:data:`~conserve.model.beams.STRAINS`)
+    resultants : (T, N, 6) each element's stress resultants C (ε − ε⁰) in the section's axes
+        (:data:`~conserve.model.beams.RESULTANTS`: N, N, N, N m, N m, N m)
+    nodes : the nodes' :class:`PartView` s
+    """
+
+    def __init__(self, name, record, nodes):
+        self.name, self.nodes = name, nodes
+        self._lengths, self._C = np.asarray(record["lengths"]), np.asarray(record["stiffness"])
+        self._reference = np.asarray(record["reference"])
+
+    @property
+    def centreline(self):
+        return np.stack([n.position for n in self.nodes], axis=1)
+
+    @property
+    def velocity(self):
+        return np.stack([n.velocity for n in self.nodes], axis=1)
+
+    @property
+    def rotation(self):
+        return np.stack([n.rotation for n in self.nodes], axis=1)
+
+    @property
+    def strains(self):
+        x, d = self.centreline, np.swapaxes(self.rotation, -1, -2)
+        return np.asarray(rod_strains(x[:, :-1], d[:, :-1], x[:, 1:], d[:, 1:], self._lengths))
+
+    @property
+    def resultants(self):
+        return self._C * (self.strains - self._reference)
 
 
 class RotorView(NamedTuple):
@@ -335,6 +375,10 @@ class Solution:
         return E - E[0] - net
 
     def __getitem__(self, name) -> PartView:
+        """The :class:`PartView` of a part, or the :class:`BeamView` of a beam (by name or object)."""
+        name = getattr(name, "name", name)
+        if name in self.layout.get("beams", {}):
+            return BeamView(name, self.layout["beams"][name], [self[n] for n in self.layout["beams"][name]["nodes"]])
         if name not in self.parts:
             raise KeyError(f"no part named {name!r}; parts: {sorted(self.parts)}.")
         kind, first, n = self.parts[name]

@@ -28,6 +28,7 @@ import numpy as np
 from ..backends.null_space import configure
 from ..errors import ConvergenceError, ModelError
 from ..model.assembled import State
+from ..model.parameters import bound
 from ..model.system import Assembly, as_assembly
 
 
@@ -97,7 +98,13 @@ def _balance(model, Q, u, mu, factor):
 
 @jax.jit
 def _newton_system(model, Q, mu, factor):
-    """(residual (n,), Jacobian (n, n), force sizes (n_u,)) of the unknowns (u, μ) at u = 0, μ."""
+    """(residual (n,), Jacobian (n, n), force sizes (n_u,)) of the unknowns (u, μ) at u = 0, μ;
+    the laws' Parameters read the model's values (``model.parameters``)."""
+    with bound(model.parameters):
+        return _newton_system_bound(model, Q, mu, factor)
+
+
+def _newton_system_bound(model, Q, mu, factor):
     n_u = model.tree.n_dof
 
     def stacked(x):

@@ -37,6 +37,7 @@ from ..backends import loops
 from ..backends.null_space import configure
 from ..compilation.modes import jit_quick
 from ..errors import ModelError
+from ..model.parameters import bound
 from ..model.system import as_assembly, initial_gaps
 
 
@@ -72,15 +73,23 @@ class Linearization:
     @property
     def frequencies(self):
         """Angular frequencies ω > 0 (rad/s) of the oscillatory modes, ascending (one per pair; zero
-        modes, which round-off splits by ~√ε, are left out)."""
+        modes, which round-off splits by ~√ε, and overdamped ones are left out; each eigenvalue is
+        judged against the fastest oscillation, not against overdamped modes, which would hide
+        the slow ones in a stiff, damped model)."""
         lam = self.eigenvalues
-        return np.sort(lam.imag[lam.imag > 1e-6 * max(1.0, np.max(np.abs(lam)))])
+        return np.sort(lam.imag[lam.imag > 1e-6 * max(1.0, np.max(lam.imag, initial=0.0))])
 
 
 @jit_quick(mode="unoptimized")
 def _derivatives(model, state, q, p, omega):
     """(L_u̇u̇, L_u̇u, −L_uu, L_u − R_u̇, R_u̇u̇, R_u̇u) at u = 0, u̇ = 0 (see the module docstring),
-    and of the cut constraints g_c(u) their Jacobian G_c (m, n) and Hessians (m, n, n)."""
+    and of the cut constraints g_c(u) their Jacobian G_c (m, n) and Hessians (m, n, n); the laws'
+    Parameters read the model's values."""
+    with bound(model.parameters):
+        return _derivatives_bound(model, state, q, p, omega)
+
+
+def _derivatives_bound(model, state, q, p, omega):
     tree, Q = model.tree, model.blocks(q)
     s0 = model.coordinate_values(q)
 
