@@ -65,8 +65,10 @@ update of the rotation vectors), fixed step (``adaptiveStep`` off: a failing ste
 Newton with the element's analytic Jacobian (Exudyn's default; the Jacobian is approximate: full Newton
 needs about 5 iterations a step), Eigen's sparse LU (as fast as the default dense solver at 10
 elements, 2× faster at 40), one thread. Newton's absolute tolerance is raised from 1e-10 to 1e-8
-(dynamics) and its relative one from 1e-8 to 1e-7 (statics): with EA = 1e6 the residual's round-off
-floor is about 1e-9 N, and the defaults stall against it at small steps or loads. Timing:
+(dynamics) and its relative one from 1e-8 to 1e-7 (statics) and to 1e-6 (the right-angle cantilever's
+dynamics, ``RIGHT_ANGLE_RELATIVE_TOLERANCE``): with EA = 1e6 the residual's round-off floor is about
+1e-9 N at 10 elements, higher for shorter elements, and the defaults stall against it at small steps or
+loads. Timing:
 ``wall_setup`` builds the model and calls ``Assemble`` (Exudyn compiles nothing), ``wall_run`` is the
 ``SolveDynamic`` / ``SolveStatic`` call, sensor recording included (it costs under 1 %); the energy
 post-processing is not timed.
@@ -99,6 +101,11 @@ RIGHT_ANGLE_SECTION = dict(EA=1e6, GA1=1e6, GA2=1e6, GJ=1e3, EI1=1e3, EI2=1e3,
 #: Newton tolerances raised above the residual's round-off floor (see the module docstring)
 DYNAMIC_ABSOLUTE_TOLERANCE = 1e-8
 STATIC_RELATIVE_TOLERANCE = 1e-7
+#: the right-angle cantilever's dynamic relative tolerance (Exudyn's default 1e-8): with 16 or more
+#: elements per leg Newton stalls at the first step (relative error 2e-8 at 32 per leg, Δt = 0.05),
+#: with 64 per leg and Δt ≤ 0.025 at 1e-7 too; 1e-6 moves the tip at t = 10 s by 4e-6 m (16 per leg,
+#: Δt = 0.0125, against 1e-7)
+RIGHT_ANGLE_RELATIVE_TOLERANCE = 1e-6
 
 
 def hat(t, ramp):
@@ -158,9 +165,10 @@ def _record(exu, mbs, items, nodes):
                                             writeToFile=False)) for kind in kinds] for node in nodes]
 
 
-def _solve_dynamic(exu, mbs, dt, t_end, rho_inf):
+def _solve_dynamic(exu, mbs, dt, t_end, rho_inf, relative_tolerance=None):
     """Generalized-α with spectral radius ``rho_inf`` at the fixed step dt (s) to t_end (s), settings as in
-    the module docstring. Returns wall time (s), steps, Newton iterations and Jacobians per step."""
+    the module docstring (``relative_tolerance``: Newton's, None for Exudyn's default 1e-8). Returns wall
+    time (s), steps, Newton iterations and Jacobians per step."""
     steps = int(round(t_end / dt))
     if steps < 1 or abs(steps * dt - t_end) > 1e-9 * t_end:
         raise ValueError(f"t_end = {t_end:g} s is not a whole number of steps dt = {dt:g} s")
@@ -170,6 +178,8 @@ def _solve_dynamic(exu, mbs, dt, t_end, rho_inf):
     integration.verboseMode, integration.adaptiveStep = 0, False
     integration.generalizedAlpha.spectralRadius = rho_inf
     integration.newton.absoluteTolerance = DYNAMIC_ABSOLUTE_TOLERANCE
+    if relative_tolerance is not None:
+        integration.newton.relativeTolerance = relative_tolerance
     settings.solution.file.write = False
     settings.solution.sensors.writePeriod = 0.5 * dt  # one record per step
     settings.linearSolver.solverType = exu.LinearSolverType.EigenSparse
@@ -230,7 +240,7 @@ def _reference(mbs, nodes):
     return np.array([mbs.GetNode(node)["referenceCoordinates"] for node in nodes], float)
 
 
-def free_beam(dt, t_end, n_elements, rho_inf=0.8, *, force=FREE_BEAM_FORCE, moment=FREE_BEAM_MOMENT):
+def free_beam(dt, t_end, n_elements, rho_inf=0.8, *, force=FREE_BEAM_FORCE, moment=FREE_BEAM_MOMENT, energies=True):
     """The free-flying beam (``FREE_BEAM_*``, module docstring) in Exudyn: ``n_elements`` elements,
     generalized-α with spectral radius ``rho_inf`` at the fixed step ``dt`` (s) to ``t_end`` (s);
     ``force`` (N) and ``moment`` (N m): the dead loads at end A at p(t) = 1, (3,) each.
@@ -238,7 +248,9 @@ def free_beam(dt, t_end, n_elements, rho_inf=0.8, *, force=FREE_BEAM_FORCE, mome
     Returns a dict of numpy arrays (n_t = steps + 1 records, t = 0 included): ``t`` (n_t,) s;
     ``energy`` = ``kinetic_energy`` + ``strain_energy`` (n_t,) J; ``angular_momentum`` (n_t, 3)
     kg m²/s about the origin; ``position_A``, ``position_B`` (n_t, 3) m, the two ends; and floats
-    ``wall_setup``, ``wall_run`` (s), ``steps``, ``newton_per_step``, ``jacobians_per_step``."""
+    ``wall_setup``, ``wall_run`` (s), ``steps``, ``newton_per_step``, ``jacobians_per_step``.
+    ``energies=False`` skips the energy and momentum post-processing (a dense mass matrix per record);
+    those keys are then absent."""
     exu, items = _exudyn()
     tic = time.perf_counter()
     mbs = exu.SystemContainer().AddSystem()
@@ -256,10 +268,12 @@ def free_beam(dt, t_end, n_elements, rho_inf=0.8, *, force=FREE_BEAM_FORCE, mome
     stats = _solve_dynamic(exu, mbs, dt, t_end, rho_inf)
     t, q, v = _states(mbs, sensors, stats["steps"])
     reference = _reference(mbs, nodes)
-    kinetic, strain, momentum = _energy_momentum(exu, mbs, nodes, elements, reference, q, v)
-    return {"t": t, "energy": kinetic + strain, "kinetic_energy": kinetic, "strain_energy": strain,
-            "angular_momentum": momentum, "position_A": reference[0, :3] + q[:, 0, :3],
-            "position_B": reference[-1, :3] + q[:, -1, :3], "wall_setup": wall_setup, **stats}
+    out = {"t": t, "position_A": reference[0, :3] + q[:, 0, :3], "position_B": reference[-1, :3] + q[:, -1, :3],
+           "wall_setup": wall_setup, **stats}
+    if energies:
+        kinetic, strain, momentum = _energy_momentum(exu, mbs, nodes, elements, reference, q, v)
+        out.update(energy=kinetic + strain, kinetic_energy=kinetic, strain_energy=strain, angular_momentum=momentum)
+    return out
 
 
 def cantilever_tip_load(P, n_elements, L=1.0, EI=1e3, EA=1e6, GA=1e5, GJ=1e3):
@@ -300,7 +314,7 @@ def cantilever_tip_load(P, n_elements, L=1.0, EI=1e3, EA=1e6, GA=1e5, GJ=1e3):
             "wall_setup": wall_setup, "wall_run": wall_run}
 
 
-def right_angle_cantilever(dt, t_end, n_elements, rho_inf=0.8):
+def right_angle_cantilever(dt, t_end, n_elements, rho_inf=0.8, *, energies=True):
     """Simo & Vu-Quoc's right-angle cantilever (``RIGHT_ANGLE_*``, module docstring) in Exudyn:
     ``n_elements`` elements per leg, the clamp and the elbow as generic joints (6 rows each, index 3),
     generalized-α with spectral radius ``rho_inf`` at the fixed step ``dt`` (s) to ``t_end`` (s).
@@ -308,7 +322,9 @@ def right_angle_cantilever(dt, t_end, n_elements, rho_inf=0.8):
     Returns a dict of numpy arrays (n_t = steps + 1 records, t = 0 included): ``t`` (n_t,) s;
     ``elbow_displacement``, ``tip_displacement`` (n_t, 3) m; ``energy`` = ``kinetic_energy`` +
     ``strain_energy`` (n_t,) J, as for ``free_beam``; and floats ``wall_setup``, ``wall_run`` (s),
-    ``steps``, ``newton_per_step``, ``jacobians_per_step``, ``n_elements_total``."""
+    ``steps``, ``newton_per_step``, ``jacobians_per_step``, ``n_elements_total``. ``energies=False``
+    skips the energy post-processing (a dense mass matrix per record: seconds for fine meshes and
+    long runs); the energy keys are then absent."""
     exu, items = _exudyn()
     tic = time.perf_counter()
     mbs = exu.SystemContainer().AddSystem()
@@ -329,9 +345,11 @@ def right_angle_cantilever(dt, t_end, n_elements, rho_inf=0.8):
     sensors = _record(exu, mbs, items, nodes)
     mbs.Assemble()
     wall_setup = time.perf_counter() - tic
-    stats = _solve_dynamic(exu, mbs, dt, t_end, rho_inf)
+    stats = _solve_dynamic(exu, mbs, dt, t_end, rho_inf, RIGHT_ANGLE_RELATIVE_TOLERANCE)
     t, q, v = _states(mbs, sensors, stats["steps"])
-    kinetic, strain, _ = _energy_momentum(exu, mbs, nodes, elements1 + elements2, _reference(mbs, nodes), q, v)
-    return {"t": t, "elbow_displacement": q[:, len(leg1) - 1, :3], "tip_displacement": q[:, -1, :3],
-            "energy": kinetic + strain, "kinetic_energy": kinetic, "strain_energy": strain,
-            "wall_setup": wall_setup, "n_elements_total": 2 * n_elements, **stats}
+    out = {"t": t, "elbow_displacement": q[:, len(leg1) - 1, :3], "tip_displacement": q[:, -1, :3],
+           "wall_setup": wall_setup, "n_elements_total": 2 * n_elements, **stats}
+    if energies:
+        kinetic, strain, _ = _energy_momentum(exu, mbs, nodes, elements1 + elements2, _reference(mbs, nodes), q, v)
+        out.update(energy=kinetic + strain, kinetic_energy=kinetic, strain_energy=strain)
+    return out
