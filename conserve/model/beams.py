@@ -47,7 +47,7 @@ from .terms import Term
 
 #: the strain components of an element, in the order of :class:`ElasticRod`'s invariants
 STRAINS = ("shear 1", "shear 2", "stretch", "bending 1", "bending 2", "twist")
-#: the stress resultants conjugate to :data:`STRAINS` (section axes): N, N, N, N m, N m, N m
+#: the stress resultants conjugate to :data:`~conserve.model.beams.STRAINS` (section axes): N, N, N, N m, N m, N m
 RESULTANTS = ("shear force 1", "shear force 2", "axial force", "bending moment 1", "bending moment 2", "torque")
 
 _CYCLIC = ((1, 2), (2, 0), (0, 1))  # (j, k) of K_i for i = 0, 1, 2
@@ -140,7 +140,7 @@ class Section:
 
     @property
     def stiffness(self):
-        """C (6,) = (GA1, GA2, EA, EI1, EI2, GJ) in the order of :data:`STRAINS`."""
+        """C (6,) = (GA1, GA2, EA, EI1, EI2, GJ) in the order of :data:`~conserve.model.beams.STRAINS`."""
         return np.array([*self.GA, self.EA, *self.EI, self.GJ])
 
     @classmethod
@@ -243,8 +243,8 @@ class Beam(ForceElement):
     velocity, angular_velocity : (3,) — a rigid motion at the start: the first node's velocity
         (m/s) and the angular velocity (rad/s, inertial)
     damping : retardation time τ in s of Kelvin–Voigt material damping, stresses C (ε − ε⁰ + τ ε̇)
-        (one number, or 6 in the order of :data:`STRAINS`); its dissipation per element and step
-        is reported as a damper's (``sol.dissipation_by_element["name element e"]``)
+        (one number, or 6 in the order of :data:`~conserve.model.beams.STRAINS`); its dissipation
+        per element and step is reported as a damper's (``sol.dissipation_by_element["name element e"]``)
     """
 
     def __init__(self, name, section, points, elements=1, *, normal=None, frames=None, velocity=(0.0, 0.0, 0.0),

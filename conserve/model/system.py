@@ -71,7 +71,7 @@ class Layout:
     joints : {name: :meth:`~conserve.model.joints.Joint.record`} of every joint, for its sensors
         (a driven joint's record: ``"drives"`` {coordinate: drive name})
     drives : {name: the :class:`~conserve.model.drives.JointDrive`} (posing evaluates their laws)
-    beams : {name: :meth:`~conserve.model.beams.Beam.record`} of every beam (nodes, element
+    beams : {name: :meth:`~conserve.Beam.record`} of every beam (nodes, element
         lengths, stiffnesses, reference strains), for its view in a Solution
     added : {part name: names of the elements that reference it} of the parts not listed in the
         System but added because other elements reference them

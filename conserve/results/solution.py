@@ -163,8 +163,7 @@ class BeamView:
     centreline : (T, N+1, 3) the nodes' positions in m;  velocity : (T, N+1, 3) in m/s
     rotation : (T, N+1, 3, 3) the nodes' frames [d1 d2 d3] (d3 normal to the section)
     strains : (T, N, 6) each element's strains (:data:`~conserve.model.beams.STRAINS`)
-    resultants : (T, N, 6) each element's stress resultants C (ε − ε⁰) in the section's axes
-        (:data:`~conserve.model.beams.RESULTANTS`: N, N, N, N m, N m, N m)
+    resultants : (T, N, 6) stress resultants C (ε − ε⁰), section axes (:data:`~conserve.model.beams.RESULTANTS`)
     nodes : the nodes' :class:`PartView` s
     """
 
