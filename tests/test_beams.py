@@ -144,6 +144,24 @@ def test_end_moment_rolls_a_cantilever_into_a_half_circle():
     assert errors[0] / errors[1] > 3.5
 
 
+def test_equilibrium_of_a_load_on_a_winch_rope_hangs_below_its_tip():
+    """A rope (a loop row with a multiplier) from a beam's tip to a load started 40° off the
+    vertical: the load comes to rest straight below the tip, the rope's length kept, its tension
+    m g; the first Newton matrix gets the rope's stiffness from the multiplier's first estimate."""
+    section = cs.Section(EA=1e7, GA=1e7, GJ=1e4, EI=1e4, rhoA=5.0, rhoI=1e-3)
+    arm = cs.Beam("arm", section, [(0, 0, 0), (1, 0, 0)], elements=2, normal=(0, 1, 0))
+    drum = cs.Rotor("drum", on=arm.start, axis=(0, 1, 0), mass=1.0, axial_inertia=0.01, transverse_inertia=0.01)
+    a = np.radians(40.0)
+    load = cs.PointMass("load", 2.0, position=(1 + 0.5 * np.sin(a), 0.0, -0.5 * np.cos(a)))
+    rope = cs.Rope(arm.end, load, winch=drum, radius=0.05, points=((1, 0, 0), load.position))
+    eq = cs.equilibrium(cs.System([arm, drum, load, cs.Fixed(arm.start, cs.ground, at=(0, 0, 0)), rope,
+                                   cs.Gravity()]), load_steps=2)
+    q = eq.q.reshape(-1, 3)
+    tip, x = q[4 * 2], q[4 * 3]
+    assert np.allclose(x[:2], tip[:2], atol=1e-12) and x[2] == pytest.approx(tip[2] - 0.5, abs=1e-12)
+    assert abs(eq.multipliers[0]) * 0.5 == pytest.approx(2.0 * 9.81, rel=1e-9)  # ½(|r|² − L²): μ |r| = tension
+
+
 def test_clamped_beam_rests_at_its_gravity_equilibrium_and_swings_conserving():
     system, beam = cantilever(6, lambda b: cs.Gravity())
     eq = cs.equilibrium(system)

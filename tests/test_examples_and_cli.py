@@ -26,6 +26,7 @@ SUMMARY = r"energy              max \|E - E0\|"
     ("flying_beam.py", ["flying_beam.png"], r"relative change ≤ \d\.\de-1[3-9]"),
     pytest.param("flexible_rotor.py", ["flexible_rotor.png"], SUMMARY, marks=pytest.mark.slow),
     pytest.param("flexible_spacecraft.py", ["flexible_spacecraft.png"], SUMMARY, marks=pytest.mark.slow),
+    pytest.param("flexible_crane.py", ["flexible_crane.png"], SUMMARY, marks=pytest.mark.slow),
     pytest.param("mechanisms.py", ["mechanisms_pendulum.png", "mechanisms_four_bar.png",
                                    "mechanisms_double_pendulum.png", "mechanisms_slider_crank.png"], SUMMARY,
                  marks=pytest.mark.slow),

@@ -149,6 +149,10 @@ def equilibrium(system, *, load_steps=1, tol=1e-10, max_iterations=30) -> Equili
         for k in range(max_iterations + 1):
             Q = model.blocks(q)
             r, J, size = (np.asarray(a) for a in _newton_system(model, Q, mu, factor))
+            if k == 0 and mu.size:  # the loop rows' reactions that balance the forces best: their
+                # curvature (a rope's tension) is stiffness the first Newton matrix needs
+                mu = mu - np.linalg.lstsq(J[:n_u, n_u:], r[:n_u], rcond=None)[0]
+                r, J, size = (np.asarray(a) for a in _newton_system(model, Q, mu, factor))
             imbalance = np.max(np.abs(r[:n_u])) / max(np.max(size), np.finfo(float).tiny)
             if k == 0:
                 _check_stiffness(J, assembly)
