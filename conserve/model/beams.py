@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..kinematics.rotations import as_rotation_matrix
-from .bodies import RigidBody
+from .bodies import RigidBody, _vector
 from .elements import ForceElement, PotentialKind
 from .terms import Term
 
@@ -190,8 +190,8 @@ def _turn(u, v):
 
 
 def _polyline_nodes(name, points, elements):
-    """(node positions (N + 1, 3), node tangents (N + 1, 3), the index of each polyline point among
-    the nodes) with each segment divided into its number of equal elements."""
+    """(node positions (N + 1, 3), node tangents (N + 1, 3)) with each segment divided into its
+    number of equal elements."""
     try:
         P = np.asarray(points, dtype=float)
     except (TypeError, ValueError):
@@ -206,15 +206,14 @@ def _polyline_nodes(name, points, elements):
     lengths = np.linalg.norm(seg, axis=1)
     if np.any(lengths <= 1e-12 * (1 + np.abs(P).max())):
         raise ModelError(f"beam '{name}': two consecutive points coincide (segment {int(np.argmin(lengths))}).")
-    nodes, corners = [P[0]], [0]
+    nodes = [P[0]]
     for a, d, n in zip(P[:-1], seg, counts.astype(int)):
         nodes.extend(a + d * (k / n) for k in range(1, n + 1))
-        corners.append(len(nodes) - 1)
     nodes = np.array(nodes)
     unit = seg / lengths[:, None]
     tangents = np.repeat(unit, counts.astype(int), axis=0)  # per element
     at_node = np.vstack([tangents[:1], tangents[:-1] + tangents[1:], tangents[-1:]])
-    return nodes, at_node / np.linalg.norm(at_node, axis=1, keepdims=True), corners
+    return nodes, at_node / np.linalg.norm(at_node, axis=1, keepdims=True)
 
 
 class Beam(ForceElement):
@@ -260,8 +259,7 @@ class Beam(ForceElement):
         if not isinstance(section, Section):
             raise ModelError(f"beam '{name}': section must be a cs.Section, got {section!r}.")
         self.section = section
-        x, tangent, corners = _polyline_nodes(name, points, elements)
-        self.corners = tuple(corners)
+        x, tangent = _polyline_nodes(name, points, elements)
         if frames is None:
             rotations = _carried_frames(name, tangent, normal)
         else:
@@ -273,8 +271,8 @@ class Beam(ForceElement):
         L = np.linalg.norm(np.diff(x, axis=0), axis=1)
         self.lengths = L
         share = 0.5 * (np.concatenate([L, [0.0]]) + np.concatenate([[0.0], L]))  # ℓ of each node
-        (I1, I2), v, w = section.rhoI, _vector(name, "velocity", velocity), _vector(name, "angular_velocity",
-                                                                                     angular_velocity)
+        I1, I2 = section.rhoI
+        v, w = _vector(name, "velocity", velocity, "beam"), _vector(name, "angular_velocity", angular_velocity, "beam")
         self.nodes = tuple(
             RigidBody(f"{name}[{i}]", section.rhoA * s, np.array([I1, I2, I1 + I2]) * s, position=xi, orientation=R,
                       velocity=v + np.cross(w, xi - x[0]), angular_velocity=w)
@@ -342,23 +340,13 @@ class Beam(ForceElement):
         return f"Beam({self.name!r}, {self.n_elements} elements, length {self.arclength[-1]:.6g} m)"
 
 
-def _vector(name, what, value):
-    try:
-        v = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        v = np.full(1, np.nan)
-    if v.shape != (3,) or not np.all(np.isfinite(v)):
-        raise ModelError(f"beam '{name}': {what} must be 3 finite numbers, got {value!r}.")
-    return v
-
-
 def _carried_frames(name, tangent, normal):
     """Node rotations (N + 1, 3, 3) with d3 the node's tangent and d1 closest to ``normal`` at the
     first node, then carried from node to node by the least rotation between their tangents."""
     t0 = tangent[0]
     if normal is None:
         normal = np.eye(3)[int(np.argmin(np.abs(t0)))]
-    n = _vector(name, "normal", normal)
+    n = _vector(name, "normal", normal, "beam")
     d1 = n - (n @ t0) * t0
     if np.linalg.norm(d1) < 1e-9 * np.linalg.norm(n):
         raise ModelError(f"beam '{name}': normal {n.tolist()} is along the beam; give a direction across it.")

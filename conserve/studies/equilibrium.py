@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..backends.null_space import configure
+from ..compilation.modes import jit_quick
 from ..errors import ConvergenceError, ModelError
 from ..model.assembled import State
 from ..model.parameters import bound
@@ -96,7 +97,7 @@ def _balance(model, Q, u, mu, factor):
     return balance, g, size
 
 
-@jax.jit
+@jit_quick(mode="unoptimized")
 def _newton_system(model, Q, mu, factor):
     """(residual (n,), Jacobian (n, n), force sizes (n_u,)) of the unknowns (u, μ) at u = 0, μ;
     the laws' Parameters read the model's values (``model.parameters``)."""
@@ -115,7 +116,7 @@ def _newton_system_bound(model, Q, mu, factor):
     return stacked(x), jax.jacfwd(stacked)(x), _balance(model, Q, x[:n_u], mu, factor)[2]
 
 
-@jax.jit
+@jit_quick(mode="unoptimized")
 def _moved(model, Q, u):
     """The coordinates (n_q,) of the chart about Q at the minimal coordinates u."""
     return configure(model.tree, Q, u)
