@@ -30,8 +30,9 @@ __version__ = "0.1.0"
 
 #: the module each public name lives in, imported on the name's first use
 _HOMES = {
-    **dict.fromkeys(("Beam", "Section", "CentralGravity", "Constraint", "Cylindrical", "Distance", "Fixed", "Force",
-                     "Gravity", "JointDrive", "JointMotor", "JointSpringDamper", "Parallel", "Perpendicular", "Planar",
+    **dict.fromkeys(("Beam", "DistributedLoad", "Section", "CentralGravity", "Constraint", "Cylindrical",
+                     "Distance", "Fixed", "Force", "Gravity", "JointDrive", "JointMotor", "JointSpringDamper",
+                     "Parallel", "Perpendicular", "Planar",
                      "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "Spherical",
                      "SpringDamper", "System", "Torque", "Universal", "ground"), "model"),
     "Parameter": "model.parameters",

@@ -1,6 +1,8 @@
 """Geometrically exact beams (conserve.model.beams) and static equilibrium (conserve.studies.equilibrium):
 conservation, objectivity, closed forms of statics and vibration, errors."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -211,6 +213,48 @@ def test_material_damping_dissipates_exactly_what_the_run_reports(tmp_path):
     slow = lam[(lam.imag > 1) & (np.abs(lam) < 1e3)]
     omega = np.abs(slow)
     assert -slow.real == pytest.approx(tau * omega**2 / 2, rel=1e-6)
+
+
+def test_distributed_loads_inertial_and_following_the_sections():
+    """A load per length equal to the weight gives gravity's equilibrium exactly (both lumped at
+    the nodes); a follower load in the sections' axes does work reported per node, which the
+    energy balances to round-off."""
+    section = cs.Section.rectangle(0.02, 0.03, E=2.1e11, nu=0.3, rho=7800.0)
+    weight = (0.0, 0.0, -section.rhoA * 9.81)
+    sags = []
+    for load in (lambda b: cs.Gravity(), lambda b: cs.DistributedLoad(b, weight)):
+        system, beam = cantilever(6, load, section)
+        sags.append(cs.equilibrium(system).q)
+    assert np.max(np.abs(sags[0] - sags[1])) <= 1e-15
+    system, beam = cantilever(6, lambda b: cs.DistributedLoad(b, (0.0, -50.0, 0.0), frame="body"), section)
+    sol = cs.simulate(system, t_end=0.01, dt=1e-4)
+    assert np.max(np.abs(sol.energy_balance_error)) <= 1e-12 * sol.energy_scale
+    assert len([n for n in sol.work_by_element if n.startswith("load on c[")]) == 7
+    with pytest.raises(cs.ModelError, match="varies in time"):
+        cs.DistributedLoad(beam, lambda t: (0, 0, 1))
+
+
+def test_adaptive_steps_and_ensembles_run_beams():
+    """Adaptive steps keep the free beam's energy after its load pulse; an ensemble of two
+    stiffnesses gives each member's single run."""
+    system, beam = flying_beam(elements=4)
+    sol = cs.simulate(system, t_end=8.0, dt="adaptive", rtol=1e-5)
+    after = np.asarray(sol.t) >= 5.0
+    E = np.asarray(sol.energy.total)[after]
+    assert after.sum() > 3 and np.max(np.abs(E - E[0])) <= 1e-12 * E[0]
+    assembly = system.assemble()
+    k = next(i for i, p in enumerate(assembly.model.potential_params) if "stiffness" in p)
+
+    def stiffer(scale):
+        params = list(assembly.model.potential_params)
+        params[k] = {**params[k], "stiffness": params[k]["stiffness"] * scale}
+        return dataclasses.replace(assembly, model=dataclasses.replace(assembly.model, potential_params=tuple(params)))
+
+    members = [stiffer(1.0), stiffer(2.0)]
+    batch = cs.simulate_batch(members, t_end=1.0, dt=0.05, workers=1)
+    for i, member in enumerate(members):
+        alone = cs.simulate(member, t_end=1.0, dt=0.05)
+        assert np.max(np.abs(np.asarray(batch[i].q) - np.asarray(alone.q))) <= 1e-10
 
 
 def test_first_bending_frequency_of_a_cantilever():

@@ -1,7 +1,7 @@
 """What the user builds: parts, joints, forces, the system, and its assembled form."""
 
 from .assembled import Energy, Model, State
-from .beams import Beam, Section
+from .beams import Beam, DistributedLoad, Section
 from .bodies import Ground, PointMass, RigidBody, ground
 from .custom import Constraint, Potential
 from .drives import JointDrive
@@ -13,7 +13,8 @@ from .joints import (Cylindrical, Distance, Fixed, Parallel, Perpendicular, Plan
                      Spherical, Universal)
 from .system import Assembly, Layout, System
 
-__all__ = ["Energy", "Model", "State", "Beam", "Section", "Ground", "PointMass", "RigidBody", "ground", "Constraint",
+__all__ = ["Energy", "Model", "State", "Beam", "DistributedLoad", "Section",
+           "Ground", "PointMass", "RigidBody", "ground", "Constraint",
            "Potential", "CentralGravity", "Force", "Gravity", "JointDrive", "JointMotor", "JointSpringDamper",
            "SpringDamper", "Torque", "Cylindrical", "Distance", "Fixed", "Parallel", "Perpendicular",
            "Planar", "Prismatic", "Revolute", "Spherical", "Universal", "Rope", "Rotor", "RotorState", "Assembly",

@@ -43,6 +43,7 @@ from ..errors import ModelError
 from ..kinematics.rotations import as_rotation_matrix
 from .bodies import RigidBody, _vector
 from .elements import ForceElement, PotentialKind
+from .forces import Load
 from .terms import Term
 
 #: the strain components of an element, in the order of :class:`ElasticRod`'s invariants
@@ -355,3 +356,35 @@ def _carried_frames(name, tangent, normal):
     for a, b in zip(tangent[:-1], tangent[1:]):
         out.append(_turn(a, b) @ out[-1])
     return np.array(out)
+
+
+class DistributedLoad(ForceElement):
+    """A load per unit length on a beam, constant: a force ``per_length`` (3,) in N/m, lumped at
+    the nodes as the mass is (each node carries the load over half of each element beside it),
+    in inertial axes, or with ``frame="body"`` in each node's section axes (d1, d2, d3): a
+    follower load that turns with the section (a pressure, a blade's lift). Its discrete work is
+    reported per node like a :class:`~conserve.Force`'s (``"name[i]"``). Gravity is
+    :class:`~conserve.Gravity`; a load that varies in time is a ``cs.Force`` with a law per node.
+    """
+
+    def __init__(self, beam, per_length, *, frame="inertial", name=None):
+        self.name = name or f"load on {getattr(beam, 'name', beam)}"
+        if not isinstance(beam, Beam):
+            raise ModelError(f"'{self.name}': a distributed load acts on a cs.Beam, got {beam!r}.")
+        if callable(per_length):
+            raise ModelError(f"'{self.name}': per_length must be a constant (3,) in N/m; for a load that varies "
+                             "in time, put a cs.Force with a law on each node (beam.nodes).")
+        if frame not in ("inertial", "body"):
+            raise ModelError(f"'{self.name}': frame must be 'inertial' or 'body', got {frame!r}.")
+        self.beam, self.per_length = beam, _vector(self.name, "per_length", per_length, "load")
+        self.kind = Load(body_axes=frame == "body")
+
+    def parts(self):
+        return self.beam.nodes
+
+    def terms(self, layout):
+        L = self.beam.lengths
+        share = 0.5 * (np.concatenate([L, [0.0]]) + np.concatenate([[0.0], L]))
+        return [Term(self.kind, {"frame": layout.frame(node), "at": np.zeros(3), "force": ell * self.per_length,
+                                 "torque": np.zeros(3)}, f"{self.name}[{i}]")
+                for i, (node, ell) in enumerate(zip(self.beam.nodes, share))]
