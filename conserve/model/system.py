@@ -65,9 +65,9 @@ class Layout:
         elements, then rotor bearings)
     rank, degrees_of_freedom : of the assembled system
     sketch : what a picture needs (:mod:`conserve.results.animation`): {"links": [(name, kind, part a,
-        body point a, part b, body point b)] of joints, ropes and springs (kind "joint", "rope",
-        "spring"; part "ground" for the ground), "rotors": {name: (master, body axis, body
-        offset, radius m)}} as plain lists
+        body point a, part b, body point b)] of joints, ropes, springs and beam elements (kind
+        "joint", "rope", "spring", "beam"; part "ground" for the ground), "rotors": {name: (master,
+        body axis, body offset, radius m)}} as plain lists
     joints : {name: :meth:`~conserve.model.joints.Joint.record`} of every joint, for its sensors
         (a driven joint's record: ``"drives"`` {coordinate: drive name})
     drives : {name: the :class:`~conserve.model.drives.JointDrive`} (posing evaluates their laws)
