@@ -271,13 +271,14 @@ class Beam(ForceElement):
             rotations = np.array([as_rotation_matrix(f"{name}[{i}]", f) for i, f in enumerate(frames)])
         L = np.linalg.norm(np.diff(x, axis=0), axis=1)
         self.lengths = L
-        share = 0.5 * (np.concatenate([L, [0.0]]) + np.concatenate([[0.0], L]))  # ℓ of each node
+        #: (N + 1,) the length each node carries, half of each element beside it (m): its lumped share
+        self.shares = 0.5 * (np.concatenate([L, [0.0]]) + np.concatenate([[0.0], L]))
         I1, I2 = section.rhoI
         v, w = _vector(name, "velocity", velocity, "beam"), _vector(name, "angular_velocity", angular_velocity, "beam")
         self.nodes = tuple(
             RigidBody(f"{name}[{i}]", section.rhoA * s, np.array([I1, I2, I1 + I2]) * s, position=xi, orientation=R,
                       velocity=v + np.cross(w, xi - x[0]), angular_velocity=w)
-            for i, (xi, R, s) in enumerate(zip(x, rotations, share)))
+            for i, (xi, R, s) in enumerate(zip(x, rotations, self.shares)))
         d = np.swapaxes(rotations, 1, 2)  # rows d_i
         self.reference = np.asarray(rod_strains(x[:-1], d[:-1], x[1:], d[1:], L))
         self.arclength = np.concatenate([[0.0], np.cumsum(L)])
@@ -383,8 +384,6 @@ class DistributedLoad(ForceElement):
         return self.beam.nodes
 
     def terms(self, layout):
-        L = self.beam.lengths
-        share = 0.5 * (np.concatenate([L, [0.0]]) + np.concatenate([[0.0], L]))
         return [Term(self.kind, {"frame": layout.frame(node), "at": np.zeros(3), "force": ell * self.per_length,
                                  "torque": np.zeros(3)}, f"{self.name}[{i}]")
-                for i, (node, ell) in enumerate(zip(self.beam.nodes, share))]
+                for i, (node, ell) in enumerate(zip(self.beam.nodes, self.beam.shares))]

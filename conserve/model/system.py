@@ -432,8 +432,9 @@ def coordinate_values(model: Model, q):
 def _sketch(elements, body_rotors):
     """Layout.sketch: the geometry of joints, ropes, springs and rotors, as plain data."""
     name = lambda part: "ground" if isinstance(part, Ground) else part.name  # noqa: E731
-    sketches = [(e.name, s) for e in elements if e.sketch() is not None
-                for s in (e.sketch() if isinstance(e.sketch(), list) else [e.sketch()])]
+    drawn = [(e.name, e.sketch()) for e in elements]
+    sketches = [(owner, s) for owner, lines in drawn if lines is not None
+                for s in (lines if isinstance(lines, list) else [lines])]
     links = [(owner, kind, name(a), np.asarray(at_a, float).tolist(), name(b), np.asarray(at_b, float).tolist())
              for owner, (kind, a, at_a, b, at_b) in sketches]
     rotors = {}
