@@ -36,6 +36,7 @@ _HOMES = {
                      "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "Spherical",
                      "SpringDamper", "System", "Torque", "Universal", "ground"), "model"),
     "Parameter": "model.parameters",
+    **dict.fromkeys(("Controller", "sensors"), "control"),
     **dict.fromkeys(("BodyState", "JointState", "RotorState"), "model.terms"),
     "Newton": "discrete",
     **dict.fromkeys(("simulate", "resume"), "run.simulate"),
@@ -52,7 +53,7 @@ _HOMES = {
 }
 
 #: the package's modules that are public names themselves (``cs.problems``, ``cs.studies``, …)
-_MODULES = ("kinematics", "model", "discrete", "backends", "results", "run", "studies", "problems", "compilation")
+_MODULES = ("kinematics", "model", "control", "discrete", "backends", "results", "run", "studies", "problems", "compilation")
 
 __all__ = ["CoarseStepWarning", "ConstraintWarning", "ConvergenceError", "FileError", "InconsistentInitialState",
            "InvalidInertia", "InvalidMass", "InvalidOrientation", "ModelError", "SimulationError", *_HOMES]

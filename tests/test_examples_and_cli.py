@@ -33,6 +33,10 @@ SUMMARY = r"energy              max \|E - E0\|"
     # the wheels' inertias found from the noisy attitude to better than 1 % (measured 4e-4)
     pytest.param("identify_wheels.py", ["identify_wheels.png"], r"relative error \d\.\de-0[3-9]",
                  marks=pytest.mark.slow),
+    # the sampled PD slew: total angular momentum (zero) and the energy balance to round-off
+    pytest.param("attitude_control.py", ["attitude_control.png"],
+                 r"max \|H\| = \d\.\d\de-1[3-9] kg m²/s(.|\n)*balance max \|E − E0 − \(W − D\)\| = \d\.\d\de-1[3-9] of",
+                 marks=pytest.mark.slow),
     # the slew reaches its target attitude with the wheels' momenta zero, to below 1e-10
     pytest.param("slew.py", ["slew.png"], r"wheel momentum error \d\.\de-(1\d|[2-9]\d)", marks=pytest.mark.slow),
 ])

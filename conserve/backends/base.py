@@ -42,22 +42,27 @@ class Carry(NamedTuple):
     backend that reuses Newton matrices across steps its ``memory``
     (:class:`~conserve.discrete.newton.NewtonMemory`; None for one that does not) and, for one
     that extrapolates its initial guess from the last steps, their ``trend``
-    (:class:`~conserve.backends.director.Trend`; None: the first-order predictor)."""
+    (:class:`~conserve.backends.director.Trend`; None: the first-order predictor) and, for a run
+    with controllers, their ``control`` (a :class:`~conserve.control.controller.ControlState` per
+    controller, :mod:`conserve.backends.sampled`; None without)."""
 
     state: State
     multipliers: jax.Array
     memory: object = None
     trend: object = None
+    control: object = None
 
 
 class StepOutput(NamedTuple):
     """What the time loop keeps of each step: the ``node`` (State at t_{n+1}) and the step's
     :class:`~conserve.discrete.scheme.StepRecord` without its Newton ``history`` (None: the loop
     keeps the failed step's alone; the nodes' diagnostics are evaluated after each compiled
-    stretch of steps, ``conserve.results.solution.diagnostics``)."""
+    stretch of steps, ``conserve.results.solution.diagnostics``) and the controllers' ``control``
+    at t_{n+1} (the carry's; None without controllers)."""
 
     node: State
     record: StepRecord
+    control: object = None
 
 
 class StepBackend(ABC):

@@ -22,6 +22,7 @@ invariant, so the discrete forces have no net force or moment where the system h
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -29,7 +30,9 @@ import jax.numpy as jnp
 
 from ..kinematics.rotations import cayley, solve3
 from ..kinematics.tensor import contract
+from ..control.controller import midpoint_commands
 from ..model.assembled import Model, State
+from ..model.parameters import bound
 from .forces import constraint_force, discrete_forces, increment_groups
 from .rotors import rotor_step
 
@@ -93,6 +96,28 @@ def turn_rates(model: Model, q, dq, h):
     return solve3(A, jnp.sum(jnp.cross(mid, dd), axis=1)) / h
 
 
+def commanded(dp_index):
+    """Decorate a step function ``fn(model, state, t, h, dq, *args)`` whose ``args[dp_index]`` is the
+    scaled rotor increment Δp̃: inside it the commands of the model's controllers without a rate
+    (:func:`~conserve.control.controller.midpoint_commands`) are bound as the parameters their
+    actuators read, evaluated on the step's candidate q_{n+1} = q_n + Δq and p_{n+1}, so they are
+    functions of the step's unknowns as element laws are."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def with_commands(model: Model, state: State, t, h, dq, *args):
+            if not any(s.rate is None for s in model.controllers):
+                return fn(model, state, t, h, dq, *args)
+            p1 = state.p + 2.0 * model.rotor_params["axial_inertia"] / h * args[dp_index]
+            values = midpoint_commands(model, t, h, state.q, state.q + dq, state.p, p1)
+            with bound({**model.parameters, **values}):
+                return fn(model, state, t, h, dq, *args)
+
+        return with_commands
+
+    return decorate
+
+
+@commanded(dp_index=1)
 def equations(model: Model, state: State, t, h, dq, lam, dp, dtheta):
     """The midpoint equations of a step for a candidate increment Δq = q_{n+1} − q_n (n_q,) (the
     increment itself, not q_{n+1}, so v_{n+1} = 2Δq/h − v_n loses no digits), multipliers λ̃ (n_c,) and rotor
@@ -191,6 +216,7 @@ def drive_work(model: Model, h, s0, s1, multipliers):
     return jnp.concatenate(work) if work else jnp.zeros((0,), s0.dtype)
 
 
+@commanded(dp_index=0)
 def advance(model: Model, state: State, t, h, dq, dp, dtheta, multipliers, newton_result):
     """The state at t_{n+1} and the step's :class:`StepRecord` from the converged unknowns.
 

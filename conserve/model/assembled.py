@@ -69,7 +69,7 @@ DENSE_MASS_BLOCKS = 64
     data_fields=["mu", "translational", "rigid_frames", "constraint_params",
                  "potential_params", "coordinate_params", "load_params", "rotor_params", "tree", "parameters"],
     meta_fields=["constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws",
-                 "constraint_keep"],
+                 "constraint_keep", "controllers"],
 )
 @dataclass(frozen=True)
 class Model:
@@ -89,6 +89,8 @@ class Model:
     tree : the kinematic tree of the reduced backend (:class:`conserve.model.tree.Tree`)
     parameters : {name: float64 scalar} the values of the :class:`~conserve.model.parameters.Parameter` s
         the laws read (bound to them inside a step, :func:`~conserve.model.parameters.bound`)
+    controllers : (static) the sampled controllers (:class:`conserve.control.controller.Sampler`),
+        whose held commands are parameters; run by :mod:`conserve.backends.sampled`
     """
 
     mu: jax.Array
@@ -107,6 +109,7 @@ class Model:
     constraint_keep: tuple
     tree: object = None
     parameters: dict = field(default_factory=dict)
+    controllers: tuple = ()
 
     @property
     def n_coordinates(self):

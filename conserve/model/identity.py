@@ -36,7 +36,7 @@ LIBRARIES = ("jax", "jaxlib", "numpy", "scipy", "conserve", "math", "builtins", 
 
 #: The fields of a Model that hold its laws: the element kinds and rotor motor laws, static parts
 #: of the compiled step (compared by identity there), whose functions the step calls.
-LAW_FIELDS = ("constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws")
+LAW_FIELDS = ("constraint_kinds", "potential_kinds", "coordinate_kinds", "load_kinds", "rotor_laws", "controllers")
 
 #: Laws seen by :func:`shared_laws`: (the model's structure without its laws, its laws or their
 #: digest) -> the laws of the first model seen with them; at most ``MAX_SHARED`` entries.

@@ -131,6 +131,7 @@ def as_array(fn):
 
 
 def law_name(fn):
+    fn = inspect.unwrap(fn)
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     code = getattr(fn, "__code__", None)
     return f"'{name}'" + (f" ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code else "")

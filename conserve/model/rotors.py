@@ -140,19 +140,29 @@ class Rotor(Element):
         else:
             self.spin_rate = _scalar(name, "spin_rate", spin_rate)
         self.axial_momentum = self.axial_inertia * (omega_a + self.spin_rate)
-        if motor is not None and not callable(motor):
-            raise ModelError(f"rotor '{name}': motor must be a function law(t, rotor) -> torque.")
-        self.motor = None if motor is None else as_array(motor)
-        self._law = None if motor is None else Law(
-            "motor law", motor, "motor(t, rotor) with rotor.angle, rotor.rate (relative to the master) and "
-            "rotor.master (position, velocity, rotation, angular_velocity) at t_{n+½}", (SCALAR, ROTOR), (),
-            "a scalar: the motor torque in N m on the rotor about its axis")
+        self.motor = self._law = None
+        if motor is not None:
+            self.set_motor(motor)
         self.friction = float(friction)
         if not (self.friction >= 0 and np.isfinite(self.friction)):
             raise ModelError(f"rotor '{name}': friction must be ≥ 0, got {friction!r}.")
 
     def __repr__(self):
         return f"Rotor({self.name!r}, model={self.model!r})"
+
+    def set_motor(self, motor):
+        """Drive the rotor by ``motor(t, rotor) -> τ`` (the constructor's ``motor``; a
+        :class:`conserve.Controller` sets its held command this way). A rotor has one motor, and a
+        full-body rotor's is fixed once its elements are built."""
+        if not callable(motor):
+            raise ModelError(f"rotor '{self.name}': motor must be a function law(t, rotor) -> torque.")
+        if self.motor is not None or getattr(self, "_expanded", None) is not None:
+            raise ModelError(f"rotor '{self.name}' has a motor already (its own law, or a controller's); a rotor has "
+                             "one motor: give the torque to one law or one controller.")
+        self.motor = as_array(motor)
+        self._law = Law("motor law", motor, "motor(t, rotor) with rotor.angle, rotor.rate (relative to the master) "
+                        "and rotor.master (position, velocity, rotation, angular_velocity) at t_{n+½}",
+                        (SCALAR, ROTOR), (), "a scalar: the motor torque in N m on the rotor about its axis")
 
     def laws(self):
         return [] if self._law is None else [self._law]

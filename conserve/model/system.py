@@ -197,7 +197,7 @@ class System:
     """
 
     def __init__(self, elements=()):
-        self.elements, self.body_rotors, self.added = [], [], {}
+        self.elements, self.body_rotors, self.controllers, self.added = [], [], [], {}
         if isinstance(elements, Element):
             raise ModelError(f"System: give the elements as a list, System([...]), got the single element "
                              f"{elements!r}.")
@@ -205,6 +205,13 @@ class System:
             self.add(e)
 
     def add(self, element):
+        if hasattr(element, "sampler"):  # a Controller (conserve.control): its motors and loads, then itself
+            if any(c.name == element.name for c in self.controllers):
+                raise ModelError(f"System: two controllers are named '{element.name}'; names must be unique.")
+            for e in element.elements:
+                self.add(e)
+            self.controllers.append(element)
+            return self
         if isinstance(element, Rotor) and element.model == "body":
             self.body_rotors.append(element)
             for e in element.expand():  # body, revolute bearing, bearing damper, motor
@@ -274,7 +281,11 @@ class System:
         _link_coordinates(terms)
         links, tree_params, tree_owners = spanning_tree(parts, others, layout)
         groups, row_priority = stacked_terms(terms, layout, tree_owners)
-        model = shared_laws(make_model(parts, layout, groups))  # laws equal to an earlier model's: its compiled code
+        with recording() as read:  # the controllers' sensors and laws (conserve.control), checked
+            controllers = tuple(c.sampler(layout) for c in self.controllers)
+        parameters.update(read)
+        # laws (and controllers) equal to an earlier model's: its compiled code
+        model = shared_laws(replace(make_model(parts, layout, groups), controllers=controllers))
         state = initial_state(model, parts, layout.rotors)
         check_quadratic_invariants(others, layout, model.blocks(state.q))
         if project_velocities:

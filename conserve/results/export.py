@@ -111,7 +111,8 @@ def to_xarray(sol, keep_empty=False):
     ``coordinate`` (n_q, "part.block_axis" with blocks x, d1, d2, d3), ``part``, ``body``,
     ``axis`` (x, y, z), ``quaternion`` (w, x, y, z), ``constraint_row`` ("owner: equation"),
     ``joint_coordinate``, ``rotor``, ``work_element``, ``dissipation_element``. Every variable
-    carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON).
+    carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON). A run with
+    controllers adds their carry at the nodes, ``control.<name>.<what>`` (:meth:`Solution.controller`).
     Dimensions of length 0 (``rotor`` of a model without hybrid rotors, …) are left out with
     their variables (unless ``keep_empty``), so that the Dataset, and a concatenation of such
     Datasets (:func:`members_to_xarray`), writes a netCDF file that reads back: netCDF3, which
@@ -157,6 +158,11 @@ def to_xarray(sol, keep_empty=False):
               "work_element": list(sol.layout["work_names"]),
               "dissipation_element": list(sol.layout["dissipation_names"])}
     variables = {k: (dims, np.asarray(a), {"units": u, "long_name": ln}) for k, (dims, a, u, ln) in data.items()}
+    for key, a in sol.diagnostics.items():  # the controllers' carry at the nodes (Solution.controller reads it)
+        if key.startswith("control."):
+            a = np.asarray(a, float)
+            dims = ("time", *(f"{key}.axis{i}" for i in range(1, a.ndim)))
+            variables[key] = (dims, a, {"units": "the law's", "long_name": f"controller carry at the nodes: {key}"})
     attrs = {"format_version": FORMAT_VERSION, "layout": json.dumps(sol.layout), "stats": json.dumps(sol.stats),
              "source": "conserve"}
     ds = xr.Dataset(variables, coords=coords, attrs=attrs)

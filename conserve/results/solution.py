@@ -194,6 +194,19 @@ class BeamView:
         return self._C * (self.strains - self._reference)
 
 
+class ControllerView(NamedTuple):
+    """The samples of one controller (:class:`conserve.Controller`) in a run, K of them: their
+    times ``t`` (K,) in s, the ``commands`` (K, n_u) each sample set (held until the next), the
+    leaves of the law's ``state`` after each ([(K, …)]) and the ``readings`` each used ({sensor
+    name: (K, …)}, noise and delay included). Read from the carry at the nodes, so a step that
+    took several samples (a sample period shorter than the step) reports its last one."""
+
+    t: np.ndarray
+    commands: np.ndarray
+    state: list
+    readings: dict
+
+
 class RotorView(NamedTuple):
     """Histories of one rotor (N+1,): spin ``angle`` and ``rate`` relative to its master (rad,
     rad/s) and axial angular ``momentum`` J_a (ω·a) (kg m²/s)."""
@@ -341,6 +354,21 @@ class Solution:
         "<rotor> motor", "<rotor> bearing") under the rotor's name, as a hybrid rotor's are."""
         rotor_of = {f"{r} {what}": r for r in self.layout.get("body_rotors", {}) for what in ("motor", "bearing")}
         return {rotor_of.get(name, name): column for name, column in zip(names, per_step.T)}
+
+    def controller(self, name) -> ControllerView:
+        """The samples of the controller ``name`` (:class:`ControllerView`): times, commands, states
+        and readings."""
+        base = f"control.{name}."
+        if base + "k" not in self.diagnostics:
+            names = sorted({k.split(".")[1] for k in self.diagnostics if k.startswith("control.")})
+            raise KeyError(f"no controller '{name}' in this Solution (controllers: {', '.join(names) or 'none'}).")
+        k = self.diagnostics[base + "k"]
+        new = np.flatnonzero(np.diff(k) > 0) + 1  # the nodes after a step that took a sample
+        column = lambda key: self.diagnostics[key][new]  # noqa: E731
+        state = [column(key) for key in sorted((key for key in self.diagnostics if key.startswith(base + "state.")),
+                                               key=lambda key: int(key.rsplit(".", 1)[1]))]
+        readings = {key[len(base) + 8:]: column(key) for key in self.diagnostics if key.startswith(base + "reading.")}
+        return ControllerView(column(base + "time"), column(base + "commands"), state, readings)
 
     def rotor(self, name) -> RotorView:
         """Spin angle, relative rate and axial momentum of a rotor, for either rotor model."""

@@ -63,7 +63,7 @@ from ..model.parameters import bound
 from ..results.solution import diagnostics
 from .chunks import kernel_code
 from .failures import keep_partial, non_finite_laws_after
-from .pieces import NODE_FIELDS, assemble_solution
+from .pieces import NODE_FIELDS, assemble_solution, control_columns
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,9 @@ def _chunk_fn(backend: StepBackend, length, estimate, safety, min_factor, max_fa
             # the attempt's nodes: the two half steps', or (slot 1) its one step's
             node_slots = lambda tree: jax.tree.map(  # noqa: E731
                 lambda a: jnp.stack([a[1], jnp.where(halves, a[2], a[0])]), tree)
+            control = None if stages.control is None else tuple(c._replace(measured=None) for c in stages.control)
             output = {"nodes": node_slots(stages.state), "records": node_slots(records), "halves": halves,
+                      "control": None if control is None else node_slots(control),
                       "t": t, "t_new": t_new, "h": h_try, "err": err, "accepted": accept, "landed": landed,
                       "active": active}
             return loop, output
@@ -404,7 +406,8 @@ def _accepted_steps(out):
                           "t": out["t_new"][k] if last else t + h / 2, "h": h / 2 if halves else h,
                           "iterations": rec.iterations[k, j], "work": rec.work[k, j],
                           "dissipation": rec.dissipation[k, j], "multipliers": rec.multipliers[k, j],
-                          "substeps": rec.substeps[k, j], "save": bool(last and out["landed"][k])})
+                          "substeps": rec.substeps[k, j], "save": bool(last and out["landed"][k]),
+                          "control": jax.tree.map(lambda a: a[k, j], out.get("control"))})
     return steps
 
 
@@ -428,7 +431,8 @@ def _piece(model, steps, fields):
     nodes = State(*(np.stack([s["node"][i] for s in steps]) for i in range(len(State._fields))))
     t = np.array([s["t"] for s in steps], float)
     stack = lambda key: np.stack([np.asarray(s[key]) for s in steps])  # noqa: E731
+    control = jax.tree.map(lambda *xs: np.stack(xs), *[s["control"] for s in steps])
     return {**{f"node_{k}": getattr(nodes, k) for k in fields}, "node_t": t,
-            **{f"diag_{k}": a for k, a in diagnostics(model, nodes, t).items()},
+            **{f"diag_{k}": a for k, a in diagnostics(model, nodes, t).items()}, **control_columns(model, control),
             "step_lam": stack("multipliers"), "step_iterations": stack("iterations"), "step_work": stack("work"),
             "step_dissipation": stack("dissipation"), "step_substeps": stack("substeps"), "step_h": stack("h")}

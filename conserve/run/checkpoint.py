@@ -238,16 +238,17 @@ def _verified_pieces(path, meta):
 
 def carry_arrays(carry: Carry):
     """The carry as plain arrays for a checkpoint (the multipliers under "lam", the leaves of the
-    Newton memory under "memory0", "memory1", …, those of the trend under "trend0", …)."""
-    extra = {f"{name}{i}": np.asarray(a) for name in ("memory", "trend")
+    Newton memory under "memory0", "memory1", …, those of the trend under "trend0", …, those of
+    the controllers' carry under "control0", …)."""
+    extra = {f"{name}{i}": np.asarray(a) for name in ("memory", "trend", "control")
              for i, a in enumerate(jax.tree.leaves(getattr(carry, name)))}
     return {**{k: np.asarray(a) for k, a in carry.state._asdict().items()}, "lam": np.asarray(carry.multipliers),
             **extra}
 
 
 def restored_carry(backend: StepBackend, assembly, stored) -> Carry:
-    """The carry of a checkpoint: state and multipliers, and the Newton memory and the trend in
-    the structure the backend's init gives (as init makes them if the checkpoint holds none)."""
+    """The carry of a checkpoint: state and multipliers, and the Newton memory, the trend and the
+    controllers' carry in the structure the backend's init gives (as init makes them if the checkpoint holds none)."""
     state = State(*(jnp.asarray(stored[k]) for k in State._fields))
     template = backend.init(assembly.model, state)
 
@@ -257,4 +258,4 @@ def restored_carry(backend: StepBackend, assembly, stored) -> Carry:
             leaves = [jnp.asarray(stored[f"{name}{i}"], a.dtype) for i, a in enumerate(leaves)]
         return jax.tree.unflatten(treedef, leaves)
 
-    return Carry(state, jnp.asarray(stored["lam"]), restored("memory"), restored("trend"))
+    return Carry(state, jnp.asarray(stored["lam"]), restored("memory"), restored("trend"), restored("control"))

@@ -103,7 +103,9 @@ def chunk_runner(backend: StepBackend, length, batch=None, group=None):
         failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
                                (record.history, record.iterations), failure)
         loop = (jax.tree.map(keep, carry, new), n + (active & record.converged), failed | failed_now, failure)
-        return loop, StepOutput(new.state, record._replace(history=None))  # the history kept only for a failure
+        # the history kept only for a failure; of the controllers' carry, what a Solution reports
+        control = None if new.control is None else tuple(c._replace(measured=None) for c in new.control)
+        return loop, StepOutput(new.state, record._replace(history=None), control)
 
     def run(model: Model, carry: Carry, n0, n_end, t0, h):
         if batch is None or n0.shape[0] <= group:
@@ -234,7 +236,7 @@ def run_chunks(assembly, settings, backend: StepBackend, carry: Carry, n, pieces
                 taken = max(int(n_new) - n, 1)  # the new nodes' diagnostics (at least one: a block's shape)
                 diag = diagnostics(model, jax.tree.map(lambda a: a[:taken], out.node),
                                    t0 + dt * np.arange(n + 1, n + 1 + taken), settings["compile"])
-                pieces.append(piece(out, int(n_new) - n, diag))
+                pieces.append(piece(out, int(n_new) - n, diag, model))
                 done, n, failed = int(n_new) - n, int(n_new), bool(failed)
                 if ckpt is not None and done:
                     checkpoints.write(ckpt, n, carry_arrays(carry), pieces[-1])

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..backends import ReferenceBackend
+from ..backends.sampled import with_controllers
 from ..compilation.modes import jit_quick, resolved_mode
 from ..compilation.timing import run_times
 from ..errors import CoarseStepWarning, ConstraintWarning, ConvergenceError, InconsistentInitialState, ModelError
@@ -55,7 +56,7 @@ from .failures import COARSE_TURN, keep_partial, part_spin_rates
 from .fingerprint import fingerprint
 from .grid import time_grid
 from .options import backend_settings, check_mode, check_progress, coarse_step_message, resolve_backend, run_work
-from .pieces import NODE_FIELDS, assemble_solution, left_redundant_rows, piece
+from .pieces import control_columns, NODE_FIELDS, assemble_solution, left_redundant_rows, piece
 from .simulate import simulate
 from .workers import in_worker, pickling_problem, run_in_processes, slices, unguarded_main_script, usable_cores
 
@@ -223,8 +224,9 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     settings = {"t0": t0, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
                 "compile": resolved_mode(check_mode(compile, "simulate_batch"), work),
                 **backend_settings(backend, False)}
-    backend = backend.prepare(_widest(model, batch, first.model), states[0])
+    backend = with_controllers(backend.prepare(_widest(model, batch, first.model), states[0]), model)
     carry = _per_member(_Init(backend), batch, model, state)
+    control0 = None if carry.control is None else jax.tree.map(lambda a: np.asarray(a)[:, None], carry.control)
     m = len(states)
     n, failed, failures, chunks = np.zeros(m, np.int32), np.zeros(m, bool), {}, []
     args = (model, carry, n, n, np.float64(t0), np.float64(dt))  # numpy: no dispatch per argument
@@ -239,8 +241,8 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
         first = _per_member(_chunk_diagnostics, batch, model, (jax.tree.map(lambda a: a[:, None], state),
                                                                np.full((m, 1), t0)))
         start = {**{f"node_{k}": np.asarray(getattr(state, k))[:, None] for k in NODE_FIELDS},
-                 **{f"diag_{k}": np.asarray(a) for k, a in first.items()}}
-        taken = [piece(_first_steps(out, np.max(done)), m, _first_steps(diag, np.max(done)))  # m: every member
+                 **{f"diag_{k}": np.asarray(a) for k, a in first.items()}, **control_columns(model, control0)}
+        taken = [piece(_first_steps(out, np.max(done)), m, _first_steps(diag, np.max(done)), model)  # m: every member
                  for out, diag, done in chunks]
         joined = {k: np.concatenate(([start[k]] if k in start else []) + [p[k] for p in taken], axis=1)
                   for k in taken[0]}

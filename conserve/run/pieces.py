@@ -22,24 +22,46 @@ from .failures import convergence_error
 NODE_FIELDS = ("q", "v", "s", "p", "theta")
 
 
-def first_piece(model: Model, state: State, t0, mode="unoptimized"):
+def first_piece(model: Model, state: State, t0, mode="unoptimized", control=None):
     """The node at t0 as a piece: its node_* and diag_* arrays (leading axis 1), the diagnostics
-    evaluated as those of a run compiled ``mode`` (:func:`conserve.results.solution.diagnostics`)."""
+    evaluated as those of a run compiled ``mode`` (:func:`conserve.results.solution.diagnostics`),
+    with the controllers' initial ``control`` (the carry's, :func:`control_columns`)."""
     node = jax.tree.map(lambda a: np.asarray(a)[None], state)
+    control = None if control is None else jax.tree.map(lambda a: np.asarray(a)[None], control)
     return {**{f"node_{k}": getattr(node, k) for k in NODE_FIELDS},
-            **{f"diag_{k}": a for k, a in diagnostics(model, node, [t0], mode).items()}}
+            **{f"diag_{k}": a for k, a in diagnostics(model, node, [t0], mode).items()},
+            **control_columns(model, control)}
 
 
-def piece(out: StepOutput, done, diag):
+def piece(out: StepOutput, done, diag, model: Model | None = None):
     """The first ``done`` steps of a chunk's output and of its nodes' diagnostics ``diag``
     (:func:`conserve.results.solution.diagnostics` of every node of the chunk) as a dict of node_*, diag_*
-    and step_* arrays."""
+    and step_* arrays (with the ``model``'s controllers' columns, :func:`control_columns`)."""
     out = jax.tree.map(lambda a: np.asarray(a)[:done], out)
     record = out.record
     return {**{f"node_{k}": getattr(out.node, k) for k in NODE_FIELDS},
             **{f"diag_{k}": np.asarray(a)[:done] for k, a in diag.items()},
+            **(control_columns(model, out.control) if model is not None else {}),
             "step_lam": record.multipliers, "step_iterations": record.iterations, "step_work": record.work,
             "step_dissipation": record.dissipation, "step_substeps": record.substeps}
+
+
+def control_columns(model: Model, control) -> dict:
+    """The controllers' carry at each node (leading node axis) as diag_* arrays, so that a Solution
+    keeps and saves them (:meth:`conserve.Solution.controller` reads them):
+    ``control.<name>.k`` the next sample's index, ``.time`` the last one's time (s), ``.commands``
+    the held commands, ``.state.<j>``
+    the leaves of the law's state and ``.reading.<sensor>`` the readings the last sample used."""
+    if control is None:
+        return {}
+    columns = {}
+    for sampler, c in zip(model.controllers, control):
+        base = f"diag_control.{sampler.name}."
+        columns[base + "k"], columns[base + "time"] = np.asarray(c.k), np.asarray(c.time)
+        columns[base + "commands"] = np.asarray(c.commands)
+        columns.update({f"{base}state.{j}": np.asarray(a) for j, a in enumerate(jax.tree.leaves(c.state))})
+        columns.update({f"{base}reading.{name}": np.asarray(a) for name, a in c.readings.items()})
+    return columns
 
 
 def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, compile_time, run_time, warn=True):

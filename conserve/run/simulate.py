@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ..backends import BACKENDS, ReferenceBackend
+from ..backends.sampled import with_controllers
 from ..compilation.modes import resolved_mode
 from ..discrete.newton import Newton
 from ..errors import ModelError, SimulationError, is_count
@@ -121,6 +122,9 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         chunk = int(checkpoint_every)
     backend = resolve_backend(backend, newton, ode, on_failure, max_subdivisions, order)
     if isinstance(backend, ReferenceBackend):  # a reference integrator of the whole run, not a scheme
+        if assembly.model.controllers:
+            raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) does not run controllers; "
+                             "use the director or reduced backend (its steps are cut at the sample instants).")
         if checkpoint is not None:
             raise ModelError(f"simulate: backend '{backend.name}' (a reference integrator) does not checkpoint.")
         return simulate_reference(backend, assembly, t0, t_end, dt, progress, chunk)
@@ -131,8 +135,9 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
                 "compile": resolved_mode(check_mode(compile), work),
                 **backend_settings(backend, checkpoint is not None)}
     backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
+    backend = with_controllers(backend, assembly.model)  # sampled controllers (conserve.backends.sampled)
     carry = backend.init(assembly.model, assembly.initial_state)
-    first = first_piece(assembly.model, carry.state, t0, settings["compile"])
+    first = first_piece(assembly.model, carry.state, t0, settings["compile"], carry.control)
     refuse_non_finite_energy(assembly, first, t0)
     ckpt = None
     if checkpoint is not None:
@@ -185,9 +190,9 @@ def _simulate_adaptive(assembly, t0, t_end, controller, saveat, backend, newton,
     settings = {"t0": t0, "t_end": t_end, "dt": "adaptive", "chunk": chunk,
                 "compile": resolved_mode(check_mode(compile)),  # "auto": quick (the length is not known)
                 "saveat": saveat is not None, **backend_settings(backend, False)}
-    backend = backend.prepare(assembly.model, assembly.initial_state)
+    backend = with_controllers(backend.prepare(assembly.model, assembly.initial_state), assembly.model)
     carry = backend.init(assembly.model, assembly.initial_state)
-    first = first_piece(assembly.model, carry.state, t0)
+    first = first_piece(assembly.model, carry.state, t0, control=carry.control)
     refuse_non_finite_energy(assembly, first, t0)
     solution, error = simulate_adaptive(assembly, settings, backend, carry, controller, saves, first,
                                         settings["compile"], progress)
@@ -218,7 +223,7 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
                                         reuse=settings.get("reuse", "auto"))
         backend = resolve_backend(backend, Newton(*settings["newton"]), None, settings["on_failure"],
                                   settings["max_subdivisions"], settings.get("order", 2))
-        backend = backend.prepare(assembly.model, assembly.initial_state)  # the structure of the first run
+        backend = with_controllers(backend.prepare(assembly.model, assembly.initial_state), assembly.model)
         return run_chunks(assembly, settings, backend, restored_carry(backend, assembly, stored), n, pieces, ckpt, progress)
     finally:
         checkpoints.close(ckpt)

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..backends import BACKENDS, Carry, StepBackend
+from ..backends.sampled import Sampled
 from ..compilation.modes import jit_quick
 from ..discrete.newton import Newton
 from ..discrete.scheme import StepRecord
@@ -74,6 +75,11 @@ def step(model, state: State, t, h, *, backend="director", newton: Newton = Newt
         backend eliminates are 0; :meth:`~conserve.backends.base.StepBackend.recover_multipliers`)
     """
     model, backend = _model(model, "step"), _stepper(backend, newton, "step")
+    if any(c.rate is not None for c in model.controllers):
+        raise ModelError(f"step: the model has sampled controllers ({', '.join(c.name for c in model.controllers)}), "
+                         "whose samples and held commands a single step does not carry; run them with "
+                         "cs.trajectory or cs.simulate (or set the held commands yourself: model.parameters "
+                         "'<controller>.u[i]').")
     _check_state(model, state, "step")
     _check_times(t, h, "step")
     lam = jnp.zeros(model.n_constraints, state.q.dtype) if multipliers is None else multipliers
@@ -102,6 +108,10 @@ def trajectory(model, state: State, t0, h, n_steps: int, *, backend="director",
     backward pass (``jax.checkpoint``), so its memory is O(n_steps × state), not O(n_steps ×
     Newton matrix). Exact only where every step converged (``records.converged``).
 
+    A model's controllers (:class:`conserve.Controller`) are sampled at the start of each step at
+    or after their sample instants, and the steps are not cut there: give h dividing their sample
+    periods (``simulate`` cuts its steps at the instants).
+
     Parameters
     ----------
     model, state, backend, newton : as in :func:`step`
@@ -127,6 +137,10 @@ def _trajectory(model, state, t0, h, n_steps, backend):
     """:func:`trajectory`, compiled as a whole also when called outside jit."""
     dtype = state.q.dtype
     t0, h = jnp.asarray(t0, dtype), jnp.asarray(h, dtype)
+    carry = Carry(state, jnp.zeros(model.n_constraints, dtype))
+    if model.controllers:  # sampled at the step starts at or after their instants, no cuts
+        backend = Sampled(backend, cuts=False)
+        carry = carry._replace(control=backend.init(model, state).control)
 
     @jax.checkpoint
     def advance(carry, k):
@@ -134,8 +148,7 @@ def _trajectory(model, state, t0, h, n_steps, backend):
             new, record = backend.step(model, carry, t0 + k * h, h)
         return new, (new.state, record)
 
-    _, (states, records) = jax.lax.scan(advance, Carry(state, jnp.zeros(model.n_constraints, dtype)),
-                                        jnp.arange(n_steps, dtype=dtype))
+    _, (states, records) = jax.lax.scan(advance, carry, jnp.arange(n_steps, dtype=dtype))
     return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), state, states), records
 
 
