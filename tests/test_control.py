@@ -222,3 +222,42 @@ def test_a_speed_guard_stops_the_wheel_and_a_body_torque_detumbles():
 def test_a_single_step_refuses_a_model_with_sampled_controllers(assembly):
     with pytest.raises(ModelError, match="sampled controllers"):
         cs.step(assembly.model, assembly.initial_state, 0.0, 0.01)
+
+
+def test_dry_friction_decelerates_a_wheel_at_its_torque_and_is_dissipation():
+    """A motor's dry friction τ_c on a spinning wheel: the axial momentum falls as p0 − τ_c t while
+    the wheel slips (ṗ = −τ_c tanh(θ'/ω_s), tanh = 1 to round-off there), then the wheel sticks; the
+    friction's work is dissipation, the energy balance exact, the angular momentum conserved."""
+    body = cs.RigidBody("body", mass=10.0, inertia=(1.0, 1.2, 0.8), angular_velocity=(0.01, 0.02, -0.01))
+    wheel = cs.Rotor("wheel", on=body, axis=(0, 0, 1), axial_inertia=J_A, transverse_inertia=0.01, spin_rate=5.0)
+    idle = cs.Controller("idle", lambda t, y: jnp.zeros(1), sensors={}, rate=10.0,
+                         actuators=[cs.control.motor(wheel, dry_friction=0.01)])  # slip rate 1e-2 rad/s
+    sol = cs.simulate(cs.System([body, wheel, idle]), 15.0, 0.01)
+    rate, p = sol.rotor("wheel").rate, sol.p[:, 0]
+    slipping = rate > 0.4  # (tanh(θ'/ω_s) = 1 to round-off)
+    assert np.max(np.abs(p[slipping] - (p[0] - 0.01 * sol.t[slipping]))) < 1e-12
+    assert np.max(np.abs(rate[-100:])) < 1e-3  # stuck
+    D = sol.dissipation_by_element["wheel"]
+    assert np.all(D >= 0) and np.sum(D) > 0.9 * 0.5 * J_A * 5.0**2 * (1 - 0.2)  # most of the spin's energy
+    assert np.max(np.abs(sol.energy_balance_error)) < 1e-12 * sol.energy_scale
+    H = sol.angular_momentum
+    assert np.max(np.abs(H - H[0])) < 1e-13
+
+
+def test_dry_friction_on_a_joint_agrees_between_the_backends():
+    """A pendulum whose hinge has dry friction: director, reduced and the ODE reference agree (the
+    two conserving backends to round-off, the reference to the step's O(h²)), energy balance exact."""
+    rod = cs.RigidBody("rod", mass=1.0, inertia=(0.02, 0.02, 0.001), position=(0.3, 0.0, -0.4),
+                       orientation=cs.kinematics.as_rotation_matrix("rod", euler=("y", [0.6435])))
+    hinge = cs.Revolute(rod, cs.ground, at=(0.0, 0.0, 0.0), axis=(0.0, 1.0, 0.0), name="hinge")
+    friction = cs.JointSpringDamper(hinge, dry_friction=0.2, slip_rate=0.05, name="friction")
+    system = cs.System([rod, hinge, friction, cs.Gravity((0.0, 0.0, -9.81))])
+    runs = {b: cs.simulate(system, 2.0, 2e-3, backend=b) for b in ("director", "reduced", "ode")}
+    angle = {b: s.joint("hinge").angle for b, s in runs.items()}
+    assert np.max(np.abs(angle["director"] - angle["reduced"])) < 1e-10
+    assert np.max(np.abs(angle["director"] - angle["ode"])) < 1e-4
+    d = runs["director"]
+    assert np.max(np.abs(d.energy_balance_error)) < 1e-12 * d.energy_scale
+    assert np.sum(d.dissipation_by_element["friction"]) > 0.1 * d.energy_scale
+    assert abs(np.sum(runs["ode"].dissipation_by_element["friction"]) - np.sum(d.dissipation_by_element["friction"])) \
+        < 1e-3 * np.sum(d.dissipation_by_element["friction"])

@@ -36,6 +36,7 @@ import numpy as np
 from ..compilation.modes import jit_quick
 from ..errors import ModelError
 from ..model.assembled import State
+from ..model.coordinates import dry_friction
 from ..model.parameters import bound
 from .base import ReferenceBackend
 from .null_space import null_space, velocities
@@ -116,14 +117,16 @@ def _rates(model, t, y, lam):
         g_q, g_theta, g_s = jax.vjp(partial(_closure_constraints, model), q, theta, s)[1](lam)
         applied = applied - g_q - (jax.vjp(model.coordinate_values, q)[1](g_s)[0] if s.size else 0.0)
         tau_r = tau_r - g_theta
-    p_dot = tau_r - c_r * rates
+    bearing = c_r * rates + dry_friction(model.rotor_params, rates)
+    p_dot = tau_r - bearing
     dLdv = lambda q, p: jax.grad(lagrangian, argnums=1)(q, v, p)  # noqa: E731
     force = (jax.grad(lagrangian)(q, v, p) - jax.jvp(lambda x: dLdv(x, p), (q,), (v,))[1]
              - jax.jvp(lambda x: dLdv(q, x), (p,), (p_dot,))[1] - dD + applied - model.mass_times(H2_dot_nu))
     nu_dot = jnp.linalg.solve(H2.T @ jax.vmap(model.mass_times, 1, 1)(H2), H2.T @ force)
-    c_s = jnp.concatenate([g["damping"] for _, g, _ in model.coordinate_groups()]) if s.size else s
-    return jnp.concatenate([v, nu_dot, s_dot, p_dot, rates, c_s * s_dot**2, model.viscous_powers(q, v),
-                            c_r * rates**2, power])
+    dampers = (jnp.concatenate([g["damping"] * s_dot[sl] ** 2 + dry_friction(g, s_dot[sl]) * s_dot[sl]
+                                for _, g, sl in model.coordinate_groups()]) if s.size else s)
+    return jnp.concatenate([v, nu_dot, s_dot, p_dot, rates, dampers, model.viscous_powers(q, v),
+                            bearing * rates, power])
 
 
 def _velocity_constraints(model, y):

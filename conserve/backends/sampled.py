@@ -1,4 +1,4 @@
-"""Controllers in the loop (:mod:`conserve.control`): a step of ``inner`` cut at the sample
+"""Controllers in the loop (:mod:`conserve.control.controller`): a step of ``inner`` cut at the sample
 instants of the model's controllers, each evaluated there, its commands held until its next
 sample (zero-order hold).
 

@@ -108,7 +108,7 @@ def quaternion_conjugate(q):
 def mrp_from_quaternion(q):
     """The modified Rodrigues parameters σ = q_vec / (1 + w) = tan(θ/4) n (..., 3) of unit quaternions (..., 4).
 
-    The shadow set is chosen so that |σ| ≤ 1 (rotation angle θ ≤ π): q's sign is flipped first where w < 0.
+    The shadow set is chosen so that ‖σ‖ ≤ 1 (rotation angle θ ≤ π): q's sign is flipped first where w < 0.
     """
     q = jnp.asarray(q)
     q = jnp.where(q[..., :1] < 0, -q, q)
@@ -116,7 +116,7 @@ def mrp_from_quaternion(q):
 
 
 def mrp_from_rotation(R):
-    """The modified Rodrigues parameters (..., 3), |σ| ≤ 1, of rotation matrices R (..., 3, 3)."""
+    """The modified Rodrigues parameters (..., 3), ‖σ‖ ≤ 1, of rotation matrices R (..., 3, 3)."""
     return mrp_from_quaternion(quaternion_from_rotation(R))
 
 
@@ -130,7 +130,7 @@ def attitude_error(R, R_target, kind="rotation"):
       McClamroch (2010); smooth everywhere, but it vanishes again at θ = π.
     * ``"quaternion"``: e = 2 sign(w_e) q_e,vec = 2 sin(θ/2) n with q_e = q_target* ⊗ q (computed as the
       quaternion of R_e with w_e ≥ 0), the quaternion feedback error (Wie et al. 1989).
-    * ``"mrp"``: e = 4 σ(q_e) = 4 tan(θ/4) n, the MRP error with |σ| ≤ 1 (Schaub and Junkins).
+    * ``"mrp"``: e = 4 σ(q_e) = 4 tan(θ/4) n, the MRP error with ‖σ‖ ≤ 1 (Schaub and Junkins).
 
     All three are zero at the target, point along n, and equal the rotation vector θ n of R_e to third order
     (θ − θ³/6, θ − θ³/24, θ + θ³/48), so a gain tuned for one fits the others for small errors.
@@ -250,6 +250,8 @@ def attitude_pd(target, kp, kd, *, ki=0.0, period=None, wheels=None, attitude="a
     The body torque demand is τ = −kp e − kd ω_e − ki z, N m, with e = attitude_error(R, R_target, kind),
     ω_e = rate_error(ω, R, R_target) (a target at rest) and z the integral of e (rad s).
 
+    Parameters
+    ----------
     target : (3, 3) array_like R_target, or a function t -> R_target (3, 3)
     kp, kd, ki : gains, each a scalar, a (3,) (per body axis) or a (3, 3) matrix, N m/rad and N m s/rad
         (ki: N m/(rad s)); a jax tracer, or an object with a ``.value`` (a conserve Parameter) read at each

@@ -8,7 +8,7 @@ constant over every step, so the discrete work of a motor is exactly τ Δθ (a 
 the energy balance stays exact with the controller in the loop; between samples the step is the
 plain energy-momentum step. Without a rate (``rate=None``) the law is evaluated inside every
 step at its midpoint t_{n+½} on the readings of q_{n+½}, v̄ = Δq/h, p_{n+½}, as element laws
-are (:func:`midpoint_commands`): the continuous-time controller, second order in the step, its
+are (:func:`~conserve.control.controller.midpoint_commands`): the continuous-time controller, second order in the step, its
 commands again constant over the step; such a law has no state and reads ideal sensors.
 
 The held commands are entries of ``model.parameters`` (:mod:`conserve.model.parameters`), named
@@ -20,7 +20,7 @@ ensembles vary them and ``jax.grad`` differentiates a run with respect to them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import jax
@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
-from ..model.forces import Force, JointMotor, JointSpringDamper
+from ..model.forces import SLIP_RATE, Force, JointMotor, JointSpringDamper
 from ..model.joints import Joint
 from ..model.laws import Law, check, law_name
 from ..model.parameters import Parameter
@@ -43,14 +43,18 @@ class Actuator:
     slide) or a torque or force on a part (three: N m or N in ``frame`` axes); ``limit`` saturates
     each command to [−limit, limit]; ``max_speed`` (rad/s, rotors and angle joints) sets a command
     that would spin the rotor faster than it to zero; ``damping`` c (N m s/rad or N s/m) is the
-    motor's speed-proportional loss (back-EMF k_t k_e / R, viscous friction): a torque −c θ̇ whose
-    dissipation the run reports (as the rotor's bearing's, or the joint damper's)."""
+    motor's speed-proportional loss (back-EMF k_t k_e / R, viscous friction), a torque −c θ̇, and
+    ``dry_friction`` τ_c its dry (Coulomb) friction −τ_c tanh(θ̇/ω_s) (regularised below
+    ``slip_rate`` ω_s); the run reports their dissipation (as the rotor's bearing's, or as the
+    joint damper's ``"<controller> → <joint> losses"``)."""
 
     kind: str
     target: object
     limit: float | None = None
     max_speed: float | None = None
     damping: float = 0.0
+    dry_friction: float = 0.0
+    slip_rate: float = SLIP_RATE
     frame: str = "body"
     at_body: tuple | None = None
     coordinate: str | None = None
@@ -60,17 +64,19 @@ class Actuator:
         return 1 if self.kind == "motor" else 3
 
 
-def motor(target, *, limit=None, max_speed=None, damping=0.0, coordinate=None) -> Actuator:
+def motor(target, *, limit=None, max_speed=None, damping=0.0, dry_friction=0.0, slip_rate=SLIP_RATE,
+          coordinate=None) -> Actuator:
     """The motor of a :class:`~conserve.Rotor` (torque N m about its axis on the rotor, reaction on
     the master) or of a Revolute, Prismatic or Cylindrical joint (torque N m or force N on part b,
     reaction on a; ``coordinate`` "angle" or "slide" for a cylindrical joint); ``limit``,
-    ``max_speed``, ``damping``: :class:`Actuator`."""
+    ``max_speed``, ``damping``, ``dry_friction``, ``slip_rate``: :class:`Actuator`."""
     if not isinstance(target, (Rotor, Joint)):
         raise ModelError(f"motor: drives a Rotor or a joint, got {target!r}.")
-    if not (isinstance(damping, (int, float)) and damping >= 0 and math.isfinite(damping)):
-        raise ModelError(f"motor: damping must be a number ≥ 0 (N m s/rad or N s/m), got {damping!r}.")
+    for what, x in (("damping", damping), ("dry_friction", dry_friction)):
+        if not (isinstance(x, (int, float)) and x >= 0 and math.isfinite(x)):
+            raise ModelError(f"motor: {what} must be a number ≥ 0, got {x!r}.")
     return Actuator("motor", target, _limit(limit, "limit"), _limit(max_speed, "max_speed"), float(damping),
-                    coordinate=coordinate)
+                    float(dry_friction), _limit(slip_rate, "slip_rate"), coordinate=coordinate)
 
 
 def torque(part, *, frame="body", limit=None) -> Actuator:
@@ -204,15 +210,15 @@ class Controller:
     Parameters
     ----------
     name : str, unique in the system (it names the held commands ``"<name>.u[i]"``)
-    law : ``law(t, readings) -> commands`` or, with ``state``, ``law(t, readings, state) ->
-        (commands, new_state)``; ``readings`` a dict {sensor name: reading} (see
+    law : ``law(t, readings) -> commands`` or, with ``state``,
+        ``law(t, readings, state) -> (commands, new_state)``; ``readings`` a dict {sensor name: reading} (see
         :mod:`conserve.control.sensors`), ``commands`` an array of all actuators' commands in
         their order (1 per motor, 3 per torque or force), or a list with one entry per actuator.
         jax-traceable (it runs in the compiled run); gains it reads as :class:`~conserve.Parameter`
         values vary in ensembles and have derivatives
     sensors : {name: Sensor} (``cs.sensors.attitude(bus)``, …)
-    actuators : list of Rotors, joints (their motors) or :func:`motor`, :func:`torque`,
-        :func:`force` specs; each actuator's law becomes the held command (a rotor or joint with a
+    actuators : list of Rotors, joints (their motors) or :func:`~conserve.control.controller.motor`,
+        :func:`~conserve.control.controller.torque`, :func:`~conserve.control.controller.force` specs; each actuator's law becomes the held command (a rotor or joint with a
         motor law of its own is refused)
     rate : sample rate in Hz (samples at t_k = k / rate; the steps are cut there), or None:
         evaluated inside every step at its midpoint (continuous time; no state, ideal sensors)
@@ -271,17 +277,22 @@ class Controller:
                     rotor.set_motor(_held_scalar(held[0]))
                 except ModelError as err:
                     raise ModelError(f"{who}: {err}") from None
+                if a.dry_friction and rotor.dry_friction:
+                    raise ModelError(f"{who}: rotor '{rotor.name}' has dry friction already; give it once.")
                 rotor.friction += a.damping  # the motor's losses act as the bearing's
+                if a.dry_friction:
+                    rotor.dry_friction, rotor.slip_rate = a.dry_friction, a.slip_rate
                 return
             if rotor.motor is not None:
                 raise ModelError(f"{who}: rotor '{rotor.name}' has a motor law already; a rotor has one motor.")
             rotor.expand()  # its body and bearing joint, which the motor drives
-            a = Actuator("motor", rotor.joint, a.limit, a.max_speed, a.damping, coordinate="angle")
+            a = replace(a, target=rotor.joint, coordinate="angle")
         if a.kind == "motor":
             self.elements.append(JointMotor(a.target, _held_scalar(held[0]), coordinate=a.coordinate,
                                             name=f"{self.name} → {a.target.name}"))
-            if a.damping:
-                self.elements.append(JointSpringDamper(a.target, damping=a.damping, coordinate=a.coordinate,
+            if a.damping or a.dry_friction:
+                self.elements.append(JointSpringDamper(a.target, damping=a.damping, dry_friction=a.dry_friction,
+                                                       slip_rate=a.slip_rate, coordinate=a.coordinate,
                                                        name=f"{self.name} → {a.target.name} losses"))
         else:
             kwargs = {"frame": "body" if a.frame == "body" else "inertial", "name": f"{self.name} → {a.target.name}"}

@@ -14,7 +14,7 @@ angular_velocity    ω in the part's body axes, Rᵀ ω, ω = ½ Σ d_i × ḋ_i
 position(part, X)   x = φ + X_i d_i of the body point X (inertial)              (3,) m
 velocity(part, X)   ẋ = φ̇ + X_i ḋ_i (inertial)                                  (3,) m/s
 joint_angle(joint)  θ = atan2(b·e2, b·e1) in (−π, π] (Revolute, Cylindrical)    () rad
-joint_rate(joint)   θ̇ = (π1 π̇2 − π2 π̇1)/|π|²                                    () rad/s
+joint_rate(joint)   θ̇ = (π1 π̇2 − π2 π̇1)/(π·π)                                   () rad/s
 slide(joint)        s = u·(x_B − x_A) (Prismatic, Cylindrical)                  () m
 slide_rate(joint)   ṡ                                                           () m/s
 rotor_rate(rotor)   θ' = p/J_a − ω·a, the spin rate relative to the master      () rad/s

@@ -7,8 +7,9 @@ exact discrete derivatives of everything the model's kinds define.
 - potentials: ∇π(q_{n+½})ᵀ ∇̄U(π_n, π_{n+1}) with the kind's closed form or Gonzalez's
   discrete gradient (:func:`conserve.discrete.gradient.discrete_gradient`), so f·Δq = ΔU; a
   viscous part (params ``damping`` η) adds ∇π(q_{n+½})ᵀ η Δπ/h, which dissipates η Δπ²/h ≥ 0;
-- joint springs, dampers and motors on joint coordinates: w ∇̄s with ∇̄s = ∇π(q_{n+½})ᵀ ∂̄s/∂π
-  (``conserve.model.coordinates``), so their work is w Δs exactly;
+- joint springs, dampers (viscous, and dry friction τ_c tanh(ṡ/ω_s) at ṡ = Δs/h) and motors on
+  joint coordinates: w ∇̄s with ∇̄s = ∇π(q_{n+½})ᵀ ∂̄s/∂π (``conserve.model.coordinates``), so
+  their work is w Δs exactly;
 - applied loads at the midpoint (:class:`~conserve.model.elements.LoadKind`).
 
 All are pure functions of the assembled ``Model`` (n_q = 3 n_blocks
@@ -23,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from ..model.assembled import Model, State
+from ..model.coordinates import dry_friction
 from ..model.elements import InvariantConstraintKind
 from ..model.terms import midpoint_state
 from .gradient import discrete_gradient
@@ -83,7 +85,8 @@ def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None, 
         applied loads), so that f·Δq = ΔV + D − W exactly
     s1 : (n_s,) joint coordinates at t + h
     work : (n_w,) discrete work of each motor and load (J)
-    dissipation : (n_s + n_v,) energy each joint damper removes, c Δs²/h ≥ 0, then each viscous
+    dissipation : (n_s + n_v,) energy each joint damper removes, c Δs²/h + τ_c tanh(Δs/(h ω_s)) Δs
+        ≥ 0, then each viscous
         potential element (a damped beam element), Σ η Δπ²/h ≥ 0 (J)
     """
     q0, s0 = state.q, state.s
@@ -109,7 +112,8 @@ def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None, 
     for (k, p, sl), (ds, dsdpi) in zip(model.coordinate_groups(), increments):
         s_mid = s0[sl] + 0.5 * ds
         rate = ds / h
-        w = p["stiffness"] * (s_mid - p["rest"]) + p["damping"] * rate
+        friction = dry_friction(p, rate)
+        w = p["stiffness"] * (s_mid - p["rest"]) + p["damping"] * rate + friction
         if coordinate_load is not None:
             w = w + coordinate_load[sl]
         if k.motor is not None:
@@ -120,7 +124,7 @@ def discrete_forces(model: Model, t, h, state: State, q1, coordinate_load=None, 
         invariants.append(k.geometry.invariants)
         cotangents.append(w[:, None] * dsdpi)
         s1.append(s0[sl] + ds)
-        dissipation.append(p["damping"] * ds * rate)
+        dissipation.append(p["damping"] * ds * rate + friction * ds)
     params = list(model.potential_params) + [p for _, p, _ in model.coordinate_groups()]
 
     def all_invariants(q):

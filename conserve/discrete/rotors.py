@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from ..kinematics.rotations import solve3
 from ..kinematics.tensor import contract
 from ..model.assembled import EPS, Model
+from ..model.coordinates import dry_friction
 from ..model.terms import midpoint_state
 
 
@@ -22,8 +23,8 @@ def rotor_step(model: Model, t, h, state, q1, dp, dtheta):
     -------
     force : (n_q,) Σ_k [p̄_k A_k Δq + Δp_k r_k] (gyroscopic term and corrected reaction couple)
     r_dq : (n_r,) r_k·Δq, with r_k = T(q_m)ᵀ m_k, S(q_m) m_k = ½ (ã_k(q_n) + ã_k(q_{n+1}))
-    tau : (n_r,) motor torque minus bearing friction c Δθ/h at t_{n+½}
-    work : (n_motors,) τ_motor Δθ;  dissipation : (n_r,) c Δθ²/h
+    tau : (n_r,) motor torque minus bearing friction c Δθ/h + τ_c tanh(Δθ/(h ω_s)) at t_{n+½}
+    work : (n_motors,) τ_motor Δθ;  dissipation : (n_r,) the bearing's, (c Δθ/h + τ_c tanh(…)) Δθ ≥ 0
     """
     rp = model.rotor_params
     q0 = state.q
@@ -45,4 +46,5 @@ def rotor_step(model: Model, t, h, state, q1, dp, dtheta):
         work = tau_motor[motors] * dtheta[motors]
     else:
         tau_motor, work = jnp.zeros_like(dp), jnp.zeros((0,), q0.dtype)
-    return force, r_dq, tau_motor - rp["friction"] * rate, work, rp["friction"] * rate * dtheta
+    bearing = rp["friction"] * rate + dry_friction(rp, rate)
+    return force, r_dq, tau_motor - bearing, work, bearing * dtheta

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..kinematics.frames import GROUND_BLOCKS
 from ..kinematics.tensor import contract
+from .coordinates import dry_friction_potential
 from .lawtable import LawTable
 from .terms import Configuration, RotorState, midpoint_state
 
@@ -149,12 +150,17 @@ class Model:
         return 0.5 * v @ self.mass_times(v) - p @ self.rotor_relative_rates(q, v, p) - self.potential_energy(q, s)
 
     def rayleigh(self, q, v):
-        """(R, ṡ): Rayleigh's dissipation function R = ½ Σ c_k ṡ_k² + ½ Σ P_e of the joint dampers
-        and the viscous potentials (:meth:`viscous_powers` P_e), in W, and the joint rates
-        ṡ = ∂s/∂q v (n_s,). Rotor bearings act on the spin angles only and are not in R."""
+        """(R, ṡ): the dissipation potential R = ½ Σ c_k ṡ_k² + Σ D_k(ṡ_k) + ½ Σ P_e of the joint
+        dampers (viscous, and dry friction D = τ_c ω_s log cosh(ṡ/ω_s),
+        :func:`~conserve.model.coordinates.dry_friction_potential`) and the viscous potentials
+        (:meth:`viscous_powers` P_e), in W, whose v-gradient is the damping force, and the joint
+        rates ṡ = ∂s/∂q v (n_s,). Rotor bearings act on the spin angles only and are not in R."""
         s_dot = jax.jvp(self.coordinate_values, (q,), (v,))[1]
-        c = jnp.concatenate([g["damping"] for _, g, _ in self.coordinate_groups()]) if s_dot.size else s_dot
-        return 0.5 * c @ s_dot**2 + 0.5 * jnp.sum(self.viscous_powers(q, v)), s_dot
+        if not s_dot.size:
+            return 0.5 * jnp.sum(self.viscous_powers(q, v)), s_dot
+        c = jnp.concatenate([g["damping"] for _, g, _ in self.coordinate_groups()])
+        dry = jnp.concatenate([dry_friction_potential(g, s_dot[sl]) for _, g, sl in self.coordinate_groups()])
+        return 0.5 * c @ s_dot**2 + jnp.sum(dry) + 0.5 * jnp.sum(self.viscous_powers(q, v)), s_dot
 
     def viscous_groups(self):
         """(kind, params) of the potential kinds with a viscous part (params ``damping`` (n, k):

@@ -25,6 +25,22 @@ from ..kinematics.frames import material_point, material_vector
 from .elements import ConstraintKind, CoordinateGeometry
 
 
+def dry_friction(p, rate):
+    """The regularised dry (Coulomb) friction τ_c tanh(ṡ/ω_s) (n,) of elements with params
+    ``dry_friction`` τ_c (N m or N) and ``slip_rate`` ω_s (rad/s or m/s) at the rates ṡ (n,),
+    opposing the motion: with ṡ = Δs/h in a step its work −τ_c tanh(Δs/(h ω_s)) Δs is never
+    positive, a dissipation, exact. It is ∂D/∂ṡ of :func:`dry_friction_potential`."""
+    return p["dry_friction"] * jnp.tanh(rate / p["slip_rate"])
+
+
+def dry_friction_potential(p, rate):
+    """D = τ_c ω_s log cosh(ṡ/ω_s) (n,), J/s: the dissipation potential whose ṡ-derivative is
+    :func:`dry_friction` (the continuous equations' Rayleigh-like term; log cosh evaluated without
+    overflow)."""
+    x = jnp.abs(rate / p["slip_rate"])
+    return p["dry_friction"] * p["slip_rate"] * (x + jnp.log1p(jnp.exp(-2.0 * x)) - jnp.log(2.0))
+
+
 @dataclass(frozen=True)
 class Angle(CoordinateGeometry):
     """Relative rotation angle θ about a joint axis n, with an exact discrete increment (a torque τ

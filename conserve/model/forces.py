@@ -263,15 +263,25 @@ def Torque(part, torque, *, frame="inertial", name=None):
     return Force(part, torque=torque, frame=frame, name=name or f"torque on {part.name}")
 
 
+#: the default slip rate ω_s (rad/s or m/s) below which dry friction is regularised
+#: (:func:`~conserve.model.coordinates.dry_friction`)
+SLIP_RATE = 1e-2
+
+
 class _CoordinateForce(ForceElement):
     """Base of elements acting on one joint coordinate (spring, damper, motor)."""
 
-    def __init__(self, name, stiffness, damping, rest, motor):
+    def __init__(self, name, stiffness, damping, rest, motor, dry_friction=0.0, slip_rate=SLIP_RATE):
         self.name = name
         self.stiffness, self.damping = _real(name, "stiffness", stiffness), _real(name, "damping", damping)
-        for what, v in (("stiffness", self.stiffness), ("damping", self.damping)):
+        self.dry_friction, self.slip_rate = _real(name, "dry_friction", dry_friction), _real(name, "slip_rate",
+                                                                                                slip_rate)
+        for what, v in (("stiffness", self.stiffness), ("damping", self.damping),
+                        ("dry_friction", self.dry_friction)):
             if not (v >= 0 and np.isfinite(v)):
                 raise ModelError(f"'{name}': {what} must be ≥ 0 and finite, got {v}.")
+        if not (self.slip_rate > 0 and np.isfinite(self.slip_rate)):
+            raise ModelError(f"'{name}': slip_rate must be > 0 and finite, got {slip_rate!r}.")
         self.rest = _real(name, "rest", rest)
         if not np.isfinite(self.rest):
             raise ModelError(f"'{name}': the rest position must be finite, got {rest!r}.")
@@ -281,7 +291,8 @@ class _CoordinateForce(ForceElement):
         return []
 
     def _term(self, geometry, params):
-        params = {**params, "stiffness": self.stiffness, "damping": self.damping, "rest": float(self.rest)}
+        params = {**params, "stiffness": self.stiffness, "damping": self.damping, "rest": float(self.rest),
+                  "dry_friction": self.dry_friction, "slip_rate": self.slip_rate}
         return Term(CoordinateElement(geometry, self.motor), params, self.name)
 
 
@@ -330,11 +341,11 @@ class SpringDamper(_CoordinateForce):
 
 
 class _OnJoint(_CoordinateForce):
-    def __init__(self, joint, coordinate, name, stiffness, damping, rest, motor):
+    def __init__(self, joint, coordinate, name, stiffness, damping, rest, motor, **friction):
         if not isinstance(joint, Joint):
             raise ModelError(f"'{name}': acts on a joint (Revolute, Prismatic, Cylindrical), got {joint!r}.")
         self.joint, self.coordinate = joint, joint.chosen_coordinate(coordinate, name)
-        super().__init__(name, stiffness, damping, rest, motor)
+        super().__init__(name, stiffness, damping, rest, motor, **friction)
 
     def parts(self):
         return ()
@@ -347,11 +358,17 @@ class JointSpringDamper(_OnJoint):
     """Spring-damper on a joint coordinate: rotational about a revolute/cylindrical axis
     (k in N m/rad, c in N m s/rad, ``rest`` angle in rad; the angle is 0 at the initial
     configuration) or along a prismatic/cylindrical axis (N/m, N s/m, m). Moment −k(θ − θ0) − c θ'
-    (Thompson §V); the angle counts turns past ±π."""
+    (Thompson §V); the angle counts turns past ±π. ``dry_friction`` τ_c (N m or N) adds dry
+    (Coulomb) friction −τ_c tanh(θ'/ω_s), regularised below the ``slip_rate`` ω_s (rad/s or m/s;
+    :func:`~conserve.model.coordinates.dry_friction`); its work is reported as dissipation. Below
+    the slip rate it acts as a damping τ_c/ω_s: a slip rate much smaller than τ_c h / J (J the
+    inertia it brakes, h the step) makes the step's equations stiff for Newton."""
 
-    def __init__(self, joint, stiffness=0.0, damping=0.0, rest=0.0, *, coordinate=None, name=None):
+    def __init__(self, joint, stiffness=0.0, damping=0.0, rest=0.0, *, dry_friction=0.0, slip_rate=SLIP_RATE,
+                 coordinate=None, name=None):
         name = name or f"spring-damper on {getattr(joint, 'name', joint)}"
-        super().__init__(joint, coordinate, name, stiffness, damping, rest, None)
+        super().__init__(joint, coordinate, name, stiffness, damping, rest, None, dry_friction=dry_friction,
+                         slip_rate=slip_rate)
 
 
 class JointMotor(_OnJoint):

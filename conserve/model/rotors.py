@@ -19,7 +19,7 @@ from ..errors import InvalidInertia, InvalidMass, ModelError
 from ..kinematics.frames import named_direction
 from .bodies import RigidBody, _check_mass, _check_name, _vector
 from .elements import Element
-from .forces import JointMotor, JointSpringDamper
+from .forces import SLIP_RATE, JointMotor, JointSpringDamper
 from .joints import Revolute
 from .laws import ROTOR, SCALAR, Law, as_array
 from .terms import RotorState
@@ -81,12 +81,15 @@ class Rotor(Element):
     motor : ``law(t, rotor) -> τ`` (N m, on the rotor about ``axis``; reaction on the master), where
         ``rotor`` is a :class:`RotorState`; jax-traceable
     friction : viscous bearing friction c in N m s/rad (torque −c θ')
+    dry_friction, slip_rate : dry (Coulomb) bearing friction τ_c in N m, torque −τ_c tanh(θ'/ω_s),
+        regularised below the slip rate ω_s in rad/s (:func:`~conserve.model.coordinates.dry_friction`)
     model : "hybrid" (one spin coordinate) or "body" (director body + revolute + motor + damper)
     """
 
     def __init__(self, name, on, axis, offset=(0.0, 0.0, 0.0), mass=0.0, axial_inertia=None,
                  transverse_inertia=None, *, inertia=None, center_of_mass=None, spin_rate=0.0,
-                 axial_momentum=None, motor=None, friction=0.0, model="hybrid"):
+                 axial_momentum=None, motor=None, friction=0.0, dry_friction=0.0, slip_rate=SLIP_RATE,
+                 model="hybrid"):
         self.name = _check_name(name)
         if not isinstance(on, RigidBody):
             raise ModelError(f"rotor '{name}': its master must be a RigidBody, got {on!r}.")
@@ -144,8 +147,13 @@ class Rotor(Element):
         if motor is not None:
             self.set_motor(motor)
         self.friction = float(friction)
+        self.dry_friction, self.slip_rate = float(dry_friction), float(slip_rate)
         if not (self.friction >= 0 and np.isfinite(self.friction)):
             raise ModelError(f"rotor '{name}': friction must be ≥ 0, got {friction!r}.")
+        if not (self.dry_friction >= 0 and np.isfinite(self.dry_friction)):
+            raise ModelError(f"rotor '{name}': dry_friction must be ≥ 0 (N m), got {dry_friction!r}.")
+        if not (self.slip_rate > 0 and np.isfinite(self.slip_rate)):
+            raise ModelError(f"rotor '{name}': slip_rate must be > 0 (rad/s), got {slip_rate!r}.")
 
     def __repr__(self):
         return f"Rotor({self.name!r}, model={self.model!r})"
@@ -196,8 +204,9 @@ class Rotor(Element):
                          angular_velocity=omega)
         joint = Revolute(m, body, at=centre, axis=axis_world, name=f"{self.name} joint")
         elements = [body, joint]
-        if self.friction > 0:
-            elements.append(JointSpringDamper(joint, 0.0, self.friction, name=f"{self.name} bearing"))
+        if self.friction > 0 or self.dry_friction > 0:
+            elements.append(JointSpringDamper(joint, 0.0, self.friction, dry_friction=self.dry_friction,
+                                              slip_rate=self.slip_rate, name=f"{self.name} bearing"))
         if self.motor is not None:
             law = self.motor
             elements.append(JointMotor(joint, lambda t, spin: law(t, RotorState(spin.value, spin.rate, spin.a)),

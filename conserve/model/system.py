@@ -412,7 +412,9 @@ def make_model(parts, layout: Layout, groups) -> Model:
     rotor_params = {"frame": np.array([layout.frame(r.master) for r in rotors], dtype=np.int64).reshape(-1, 4),
                     "axis": np.array([r.axis for r in rotors]).reshape(-1, 3),
                     "axial_inertia": np.array([r.axial_inertia for r in rotors]),
-                    "friction": np.array([r.friction for r in rotors])}
+                    "friction": np.array([r.friction for r in rotors]),
+                    "dry_friction": np.array([r.dry_friction for r in rotors]),
+                    "slip_rate": np.array([r.slip_rate for r in rotors])}
     translational = np.concatenate([[1.0] + [0.0] * (p.n_blocks - 1) for p in parts])
     rigid = np.array([layout.frame(p) for p in parts if p.n_blocks == 4], dtype=np.int64).reshape(-1, 4)
     return Model(

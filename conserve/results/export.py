@@ -112,7 +112,7 @@ def to_xarray(sol, keep_empty=False):
     ``axis`` (x, y, z), ``quaternion`` (w, x, y, z), ``constraint_row`` ("owner: equation"),
     ``joint_coordinate``, ``rotor``, ``work_element``, ``dissipation_element``. Every variable
     carries its ``units``; ``attrs`` hold the layout, stats and format version (JSON). A run with
-    controllers adds their carry at the nodes, ``control.<name>.<what>`` (:meth:`Solution.controller`).
+    controllers adds their carry at the nodes, ``control.<name>.<what>`` (:meth:`conserve.Solution.controller`).
     Dimensions of length 0 (``rotor`` of a model without hybrid rotors, …) are left out with
     their variables (unless ``keep_empty``), so that the Dataset, and a concatenation of such
     Datasets (:func:`members_to_xarray`), writes a netCDF file that reads back: netCDF3, which

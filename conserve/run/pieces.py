@@ -25,7 +25,7 @@ NODE_FIELDS = ("q", "v", "s", "p", "theta")
 def first_piece(model: Model, state: State, t0, mode="unoptimized", control=None):
     """The node at t0 as a piece: its node_* and diag_* arrays (leading axis 1), the diagnostics
     evaluated as those of a run compiled ``mode`` (:func:`conserve.results.solution.diagnostics`),
-    with the controllers' initial ``control`` (the carry's, :func:`control_columns`)."""
+    with the controllers' initial ``control`` (the carry's, :func:`conserve.run.pieces.control_columns`)."""
     node = jax.tree.map(lambda a: np.asarray(a)[None], state)
     control = None if control is None else jax.tree.map(lambda a: np.asarray(a)[None], control)
     return {**{f"node_{k}": getattr(node, k) for k in NODE_FIELDS},
@@ -36,7 +36,7 @@ def first_piece(model: Model, state: State, t0, mode="unoptimized", control=None
 def piece(out: StepOutput, done, diag, model: Model | None = None):
     """The first ``done`` steps of a chunk's output and of its nodes' diagnostics ``diag``
     (:func:`conserve.results.solution.diagnostics` of every node of the chunk) as a dict of node_*, diag_*
-    and step_* arrays (with the ``model``'s controllers' columns, :func:`control_columns`)."""
+    and step_* arrays (with the ``model``'s controllers' columns, :func:`conserve.run.pieces.control_columns`)."""
     out = jax.tree.map(lambda a: np.asarray(a)[:done], out)
     record = out.record
     return {**{f"node_{k}": getattr(out.node, k) for k in NODE_FIELDS},
