@@ -53,7 +53,8 @@ _HOMES = {
 }
 
 #: the package's modules that are public names themselves (``cs.problems``, ``cs.studies``, …)
-_MODULES = ("kinematics", "model", "control", "discrete", "backends", "results", "run", "studies", "problems", "compilation")
+_MODULES = ("kinematics", "model", "control", "discrete", "backends", "results", "run", "studies", "problems",
+            "compilation")
 
 __all__ = ["CoarseStepWarning", "ConstraintWarning", "ConvergenceError", "FileError", "InconsistentInitialState",
            "InvalidInertia", "InvalidMass", "InvalidOrientation", "ModelError", "SimulationError", *_HOMES]

@@ -8,8 +8,9 @@ constant over every step, so the discrete work of a motor is exactly τ Δθ (a 
 the energy balance stays exact with the controller in the loop; between samples the step is the
 plain energy-momentum step. Without a rate (``rate=None``) the law is evaluated inside every
 step at its midpoint t_{n+½} on the readings of q_{n+½}, v̄ = Δq/h, p_{n+½}, as element laws
-are (:func:`~conserve.control.controller.midpoint_commands`): the continuous-time controller, second order in the step, its
-commands again constant over the step; such a law has no state and reads ideal sensors.
+are (:func:`~conserve.control.controller.midpoint_commands`): the continuous-time controller,
+second order in the step, its commands again constant over the step; such a law has no state and
+reads ideal sensors.
 
 The held commands are entries of ``model.parameters`` (:mod:`conserve.model.parameters`), named
 ``"<controller>.u[i]"``: the actuators read them the way any law reads a Parameter, and the run
@@ -28,7 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
-from ..model.forces import SLIP_RATE, Force, JointMotor, JointSpringDamper
+from ..model.coordinates import SLIP_RATE
+from ..model.forces import Force, JointMotor, JointSpringDamper
 from ..model.joints import Joint
 from ..model.laws import Law, check, law_name
 from ..model.parameters import Parameter
@@ -218,8 +220,9 @@ class Controller:
         values vary in ensembles and have derivatives
     sensors : {name: Sensor} (``cs.sensors.attitude(bus)``, …)
     actuators : list of Rotors, joints (their motors) or :func:`~conserve.control.controller.motor`,
-        :func:`~conserve.control.controller.torque`, :func:`~conserve.control.controller.force` specs; each actuator's law becomes the held command (a rotor or joint with a
-        motor law of its own is refused)
+        :func:`~conserve.control.controller.torque`, :func:`~conserve.control.controller.force` specs;
+        each actuator's law becomes the held command (a rotor or joint with a motor law of its own
+        is refused)
     rate : sample rate in Hz (samples at t_k = k / rate; the steps are cut there), or None:
         evaluated inside every step at its midpoint (continuous time; no state, ideal sensors)
     state : the law's initial state (a pytree of arrays), or None for a law without state

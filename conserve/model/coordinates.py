@@ -25,6 +25,19 @@ from ..kinematics.frames import material_point, material_vector
 from .elements import ConstraintKind, CoordinateGeometry
 
 
+#: the default slip rate ω_s (rad/s or m/s) below which dry friction is regularised (:func:`dry_friction`)
+SLIP_RATE = 1e-2
+
+
+def passive(stiffness=0.0, damping=0.0, rest=0.0, dry_friction=0.0, slip_rate=SLIP_RATE) -> dict:
+    """The parameters every joint-coordinate term carries for the forces acting on it: spring
+    ``stiffness`` k and ``rest`` s0 (U = ½ k (s − s0)²), viscous ``damping`` c and
+    ``dry_friction`` τ_c with its ``slip_rate`` ω_s (:func:`dry_friction`); all zero: a coordinate
+    only tracked (a drive's, a rope's)."""
+    return {"stiffness": float(stiffness), "damping": float(damping), "rest": float(rest),
+            "dry_friction": float(dry_friction), "slip_rate": float(slip_rate)}
+
+
 def dry_friction(p, rate):
     """The regularised dry (Coulomb) friction τ_c tanh(ṡ/ω_s) (n,) of elements with params
     ``dry_friction`` τ_c (N m or N) and ``slip_rate`` ω_s (rad/s or m/s) at the rates ṡ (n,),

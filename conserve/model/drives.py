@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 
 from ..errors import ModelError
-from .coordinates import CoordinateElement
+from .coordinates import CoordinateElement, passive
 from .elements import ConstraintElement, ConstraintKind
 from .joints import Joint
 from .laws import SCALAR, Law, as_array
@@ -85,6 +85,5 @@ class JointDrive(ConstraintElement):
 
     def terms(self, layout):
         geometry, params = self.joint.coordinate(self.coordinate, layout)
-        tracked = Term(CoordinateElement(geometry), {**params, "stiffness": 0.0, "damping": 0.0, "rest": 0.0},
-                       f"{self.name} {self.coordinate}")
+        tracked = Term(CoordinateElement(geometry), {**params, **passive()}, f"{self.name} {self.coordinate}")
         return [tracked, Term(PrescribedCoordinate(self._step_law), {}, self.name, links=(tracked,))]

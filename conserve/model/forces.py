@@ -18,7 +18,7 @@ from ..errors import ModelError
 from ..kinematics.frames import material_point
 from ..kinematics.tensor import contract
 from .bodies import Ground, Part, PointMass, RigidBody
-from .coordinates import CoordinateElement, Length
+from .coordinates import SLIP_RATE, CoordinateElement, Length, passive
 from .elements import ForceElement, LoadKind, PotentialKind
 from .joints import Joint
 from .laws import BODY, JOINT, SCALAR, Law, as_array, deprecated_form, positional_arity
@@ -263,11 +263,6 @@ def Torque(part, torque, *, frame="inertial", name=None):
     return Force(part, torque=torque, frame=frame, name=name or f"torque on {part.name}")
 
 
-#: the default slip rate ω_s (rad/s or m/s) below which dry friction is regularised
-#: (:func:`~conserve.model.coordinates.dry_friction`)
-SLIP_RATE = 1e-2
-
-
 class _CoordinateForce(ForceElement):
     """Base of elements acting on one joint coordinate (spring, damper, motor)."""
 
@@ -291,8 +286,7 @@ class _CoordinateForce(ForceElement):
         return []
 
     def _term(self, geometry, params):
-        params = {**params, "stiffness": self.stiffness, "damping": self.damping, "rest": float(self.rest),
-                  "dry_friction": self.dry_friction, "slip_rate": self.slip_rate}
+        params = {**params, **passive(self.stiffness, self.damping, self.rest, self.dry_friction, self.slip_rate)}
         return Term(CoordinateElement(geometry, self.motor), params, self.name)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..kinematics.frames import material_point, point_magnitude
-from .coordinates import CoordinateElement, CoordinateRelation, Length
+from .coordinates import CoordinateElement, CoordinateRelation, Length, passive
 from .elements import ConstraintKind
 from .joints import Joint
 from .rotors import Rotor
@@ -93,7 +93,7 @@ class Rope(Joint):
         a0 = joint.a.world_vector(angle_params["e1"]), joint.a.world_vector(angle_params["e2"])
         b0 = joint.b.world_vector(angle_params["b"])
         alpha0 = np.arctan2(b0 @ a0[1], b0 @ a0[0])
-        untouched = {"stiffness": 0.0, "damping": 0.0, "rest": 0.0}
+        untouched = passive()
         length = Term(CoordinateElement(Length()), {**points, **untouched}, f"{self.name} length")
         angle = Term(CoordinateElement(angle_geometry), {**angle_params, **untouched}, f"{self.name} drum angle")
         relation = Term(CoordinateRelation(), {"coefficients": np.array([1.0, -self.radius]),

@@ -18,8 +18,9 @@ import numpy as np
 from ..errors import InvalidInertia, InvalidMass, ModelError
 from ..kinematics.frames import named_direction
 from .bodies import RigidBody, _check_mass, _check_name, _vector
+from .coordinates import SLIP_RATE
 from .elements import Element
-from .forces import SLIP_RATE, JointMotor, JointSpringDamper
+from .forces import JointMotor, JointSpringDamper
 from .joints import Revolute
 from .laws import ROTOR, SCALAR, Law, as_array
 from .terms import RotorState
