@@ -261,3 +261,10 @@ def test_dry_friction_on_a_joint_agrees_between_the_backends():
     assert np.sum(d.dissipation_by_element["friction"]) > 0.1 * d.energy_scale
     assert abs(np.sum(runs["ode"].dissipation_by_element["friction"]) - np.sum(d.dissipation_by_element["friction"])) \
         < 1e-3 * np.sum(d.dissipation_by_element["friction"])
+
+
+def test_the_reduced_backend_runs_the_same_sampled_controller(assembly):
+    director = cs.simulate(assembly, 1.0, 0.03)
+    reduced = cs.simulate(assembly, 1.0, 0.03, backend="reduced")
+    assert np.max(np.abs(director.p - reduced.p)) < 1e-12 and np.max(np.abs(director.q - reduced.q)) < 1e-11
+    assert np.array_equal(director.controller("speed").t, reduced.controller("speed").t)
