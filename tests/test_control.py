@@ -19,7 +19,7 @@ from conserve.errors import ModelError
 RATE, GAIN, J_A = 10.0, -0.5, 0.02  # Hz, 1/s, kg m²
 
 
-def wheel_system(rate=RATE, limit=None, damping=0.0, noise=0.0, delay=0, seed=0, gain=GAIN, quantum=0.0):
+def wheel_system(rate=RATE, limit=None, damping=0.0, noise=0.0, delay=0, seed=0, gain=GAIN, quantum=0.0, count=0.0):
     """Body + wheel + controller τ_k = 0.1 cos(3 t_k) + gain · p_k (a state counting samples)."""
     body = cs.RigidBody("body", mass=10.0, inertia=(1.0, 1.2, 0.8), angular_velocity=(0.01, 0.02, -0.01))
     wheel = cs.Rotor("wheel", on=body, axis=(0, 0, 1), mass=1.0, axial_inertia=J_A, transverse_inertia=0.01,
@@ -32,7 +32,7 @@ def wheel_system(rate=RATE, limit=None, damping=0.0, noise=0.0, delay=0, seed=0,
     ctrl = cs.Controller("speed", law, sensors={"p": cs.sensors.rotor_momentum(wheel, noise=noise, delay=delay,
                                                                                quantum=quantum)},
                          actuators=[cs.control.motor(wheel, limit=limit, damping=damping)], rate=rate,
-                         state=jnp.zeros(()), seed=seed)
+                         state=jnp.asarray(count), seed=seed)
     return cs.System([body, wheel, ctrl])
 
 
@@ -187,9 +187,9 @@ def test_the_controllers_record_survives_save_load_and_netcdf(assembly, tmp_path
 
 
 def test_ensemble_members_over_noise_seeds_equal_their_single_runs(assembly):
-    """An ensemble over the sensor's seed (a model parameter): each member is its single run, with
-    its own noise and its controller's record."""
-    members = [wheel_system(noise=1e-3, seed=s) for s in (1, 2, 3)]
+    """An ensemble over the sensor's seed and the law's initial state (model parameters): each
+    member is its single run, with its own noise, initial state and controller's record."""
+    members = [wheel_system(noise=1e-3, seed=s, count=100.0 * s) for s in (1, 2, 3)]
     ensemble = cs.simulate_batch(members, 0.6, 0.03, workers=1)
     for system, member in zip(members, ensemble):
         single = cs.simulate(system, 0.6, 0.03)
@@ -197,6 +197,8 @@ def test_ensemble_members_over_noise_seeds_equal_their_single_runs(assembly):
         assert np.allclose(member.controller("speed").readings["p"], single.controller("speed").readings["p"],
                            atol=1e-13)
     assert not np.allclose(ensemble[0].p, ensemble[1].p)
+    counts = [member.controller("speed").state[0][-1] - len(member.controller("speed").t) for member in ensemble]
+    assert counts == [100.0, 200.0, 300.0]  # each member's law started from its own state
 
 
 def test_a_speed_guard_stops_the_wheel_and_a_body_torque_detumbles():
@@ -268,3 +270,15 @@ def test_the_reduced_backend_runs_the_same_sampled_controller(assembly):
     reduced = cs.simulate(assembly, 1.0, 0.03, backend="reduced")
     assert np.max(np.abs(director.p - reduced.p)) < 1e-12 and np.max(np.abs(director.q - reduced.q)) < 1e-11
     assert np.array_equal(director.controller("speed").t, reduced.controller("speed").t)
+
+
+def test_a_system_assembled_twice_keeps_its_parameters():
+    """Assembly records the Parameters a law reads by running it abstractly; a second assembly of
+    the same System must record them again (jax caches abstract evaluations by function): the held
+    commands, the seed and a gain stay model parameters, so a second run samples as the first."""
+    gain = cs.Parameter("gain", GAIN)
+    system = wheel_system(gain=gain)
+    first, second = system.assemble(), system.assemble()
+    assert set(first.model.parameters) == set(second.model.parameters) >= {"gain", "speed.u[0]", "speed.seed"}
+    a, b = cs.simulate(first, 0.3, 0.03), cs.simulate(second, 0.3, 0.03)
+    assert np.array_equal(a.p, b.p)

@@ -21,7 +21,7 @@ ensembles vary them and ``jax.grad`` differentiates a run with respect to them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import jax
@@ -123,8 +123,10 @@ class Sampler:
     ``name``, ``law``, ``rate`` (Hz or None), resolved sensor ``readings`` ((name, Reading) pairs),
     the held commands' parameter names ``commands``, each command's saturation ``limits`` (None:
     none) and rotor-speed guard ``speed`` ((command, Reading, max speed) triples), whether the law
-    has a state ``stateful``, the parameter holding its noise's ``seed``; ``state0`` and
-    ``commands0`` start the carry."""
+    has a state ``stateful``, the parameter holding its noise's ``seed``, and the structure
+    ``state_tree`` and leaf shapes ``state_shapes`` of the law's state. The initial commands and
+    state are model parameters (``"<name>.u[i]"``, ``"<name>.state0[j]"``, the state's leaves
+    flattened), so the members of an ensemble may start from other ones."""
 
     name: str
     law: object
@@ -135,20 +137,27 @@ class Sampler:
     speed: tuple
     stateful: bool
     seed: str
-    state0: object = field(default=(), compare=False, hash=False)
-    commands0: tuple = field(default=(), compare=False, hash=False)
-
-    @property
-    def period(self):
-        return None if self.rate is None else 1.0 / self.rate
+    state_tree: object = jax.tree.structure(())
+    state_shapes: tuple = ()
 
     def start(self, model, q, v, p) -> ControlState:
-        """The carry before the first sample: the initial commands and state; the readings of the
-        initial node (what a delayed sensor hands to the first sample)."""
+        """The carry before the first sample: the initial commands and state (the model's
+        parameters); the readings of the initial node (what a delayed sensor hands to the first
+        sample)."""
         measured = {name: r.measure(r.read(model, q, v, p), self.key(model, -1, i)) for i, (name, r) in
                     enumerate(self.readings)}
-        return ControlState(jnp.asarray(self.commands0, jnp.float64), jax.tree.map(jnp.asarray, self.state0),
-                            jnp.int32(-1), jnp.float64(jnp.nan), measured, measured)
+        commands = jnp.stack([jnp.asarray(model.parameters[c], jnp.float64) for c in self.commands])
+        values, leaves = iter(model.parameters[f"{self.name}.state0[{j}]"] for j in range(self.state_size)), []
+        for shape in self.state_shapes:
+            n = int(np.prod(shape))
+            leaves.append(jnp.reshape(jnp.stack([next(values) for _ in range(n)]) if n else jnp.zeros(0), shape))
+        state = jax.tree.unflatten(self.state_tree, [jnp.asarray(a, jnp.float64) for a in leaves])
+        return ControlState(commands, state, jnp.int32(-1), jnp.float64(jnp.nan), measured, measured)
+
+    @property
+    def state_size(self):
+        """The number of entries of the law's state."""
+        return sum(int(np.prod(shape)) for shape in self.state_shapes)
 
     def key(self, model, k, i):
         """The normal numbers of reading i at sample k (−1: the initial node): a key folded with the
@@ -258,9 +267,10 @@ class Controller:
         if c0.shape != (n,) or not np.all(np.isfinite(c0)):
             raise ModelError(f"controller '{name}': commands (held before the first sample) must be {n} finite "
                              f"numbers, got {commands!r}.")
-        self.commands0 = c0
         self.held = [Parameter(f"{name}.u[{i}]", c) for i, c in enumerate(c0)]
         self.seed_parameter = Parameter(f"{name}.seed", seed)
+        self.state0 = [Parameter(f"{name}.state0[{j}]", x) for j, x in
+                       enumerate(np.concatenate([np.ravel(a) for a in jax.tree.leaves(self.state)] or [np.zeros(0)]))]
         self.elements = []  # the motors and loads the controller adds to the system
         i = 0
         for a in self.actuators:
@@ -317,9 +327,9 @@ class Controller:
             i += a.size
         sampler = Sampler(self.name, self.law, None if self.rate is None else float(self.rate), readings,
                           tuple(p.name for p in self.held), tuple(limits), tuple(speed), self.state is not None,
-                          self.seed_parameter.name, () if self.state is None else self.state,
-                          tuple(self.commands0.tolist()))
-        _ = self.seed_parameter.value  # read inside assembly's recording: the seed is a model parameter
+                          self.seed_parameter.name, *_structure(() if self.state is None else self.state))
+        for p in (self.seed_parameter, *self.state0):
+            _ = p.value  # read inside assembly's recording: they are model parameters
         self._check(sampler)
         return sampler
 
@@ -347,6 +357,12 @@ class Controller:
             raise ModelError(f"controller '{self.name}': its law {law_name(self.law)} returns "
                              f"{shape[0] if shape else 1} commands, its actuators take {n} (1 per motor, 3 per torque "
                              "or force, in the order of actuators=).")
+
+
+def _structure(state):
+    """(treedef, leaf shapes) of a state pytree."""
+    leaves, treedef = jax.tree.flatten(state)
+    return treedef, tuple(tuple(np.shape(a)) for a in leaves)
 
 
 def _flattened(law: Law, stateful=False) -> Law:

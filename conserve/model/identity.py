@@ -98,6 +98,8 @@ class LawHasher:
             return self._put("array", a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
         if isinstance(x, Parameter):  # its value is the model's, not the law's: only its name counts
             return self._put("parameter", x.name)
+        if isinstance(x, jax.tree_util.PyTreeDef):  # a structure (a controller's state)
+            return self._put("treedef", str(x))
         # seen before (recursion: a function reading itself through its globals); a module per
         # set of names read from it
         key = (id(x), self._names) if isinstance(x, types.ModuleType) else id(x)

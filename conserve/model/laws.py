@@ -68,7 +68,9 @@ def check(owner: str, law: Law):
     except ValueError:  # no signature to inspect (a builtin): let the call decide
         pass
     try:
-        out = jax.eval_shape(law.fn, *law.args)
+        # a new function object each time: jax caches abstract evaluations by function, and a law
+        # must run again for assembly to record the Parameters it reads (a System assembled twice)
+        out = jax.eval_shape(lambda *args: law.fn(*args), *law.args)
     except jax.errors.TracerArrayConversionError:
         raise ModelError(f"{where} converts a traced value to a numpy array (a numpy function such as np.sin, or "
                          "np.array, applied to its arguments); laws run inside the compiled step: use jax.numpy "
