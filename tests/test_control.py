@@ -282,3 +282,22 @@ def test_a_system_assembled_twice_keeps_its_parameters():
     assert set(first.model.parameters) == set(second.model.parameters) >= {"gain", "speed.u[0]", "speed.seed"}
     a, b = cs.simulate(first, 0.3, 0.03), cs.simulate(second, 0.3, 0.03)
     assert np.array_equal(a.p, b.p)
+
+
+def test_slide_sensors_read_what_the_solution_reports_and_a_pd_holds_the_slider():
+    """A slider on a tilted prismatic joint under gravity, positioned by a PD law on its joint
+    motor at 20 Hz: the readings at the samples are the joint's slide and slide rate at those nodes,
+    and the slider settles at the set point shifted by gravity's pull over the P gain (no integral)."""
+    R = cs.kinematics.as_rotation_matrix("cart", euler=("y", [0.3]))
+    cart = cs.RigidBody("cart", mass=2.0, inertia=(0.1, 0.1, 0.1), position=(0.0, 0.0, 0.0), orientation=R)
+    rail = cs.Prismatic(cs.ground, cart, at=(0.0, 0.0, 0.0), axis=R[:, 0], name="rail")
+    pd = cs.Controller("pd", lambda t, y: jnp.array([-200.0 * (y["s"] - 0.5) - 40.0 * y["v"]]), rate=20.0,
+                       sensors={"s": cs.sensors.slide(rail), "v": cs.sensors.slide_rate(rail)}, actuators=[rail])
+    sol = cs.simulate(cs.System([cart, rail, pd, cs.Gravity()]), 3.0, 0.025)
+    view, joint = sol.controller("pd"), sol.joint("rail")
+    nodes = np.searchsorted(sol.t, view.t)
+    assert np.allclose(view.readings["s"], joint.slide[nodes], atol=1e-13)
+    assert np.allclose(view.readings["v"], joint.slide_rate[nodes], atol=1e-12)
+    downhill = 2.0 * 9.81 * -R[2, 0] / 200.0  # gravity's pull along the rail over the P gain: the offset, m
+    assert abs(joint.slide[-1] - (0.5 + downhill)) < 1e-3 and abs(downhill) > 1e-2
+    assert np.max(np.abs(sol.energy_balance_error)) < 1e-12 * sol.energy_scale
