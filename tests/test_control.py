@@ -301,3 +301,25 @@ def test_slide_sensors_read_what_the_solution_reports_and_a_pd_holds_the_slider(
     downhill = 2.0 * 9.81 * -R[2, 0] / 200.0  # gravity's pull along the rail over the P gain: the offset, m
     assert abs(joint.slide[-1] - (0.5 + downhill)) < 1e-3 and abs(downhill) > 1e-2
     assert np.max(np.abs(sol.energy_balance_error)) < 1e-12 * sol.energy_scale
+
+
+def test_a_reaction_sensor_reads_the_joints_reaction_averaged_over_the_last_two_steps():
+    """A pendulum's hinge load read at 20 Hz: at each sample, the mean of the two steps before it of
+    what cs.joint_reactions reports after the run (force on the rod, torque about its attachment
+    point, world axes); zeros before the first two steps; the reduced backend is refused."""
+    rod = cs.RigidBody("rod", mass=1.0, inertia=(0.02, 0.02, 0.001), position=(0.3, 0.0, -0.4),
+                       orientation=cs.kinematics.as_rotation_matrix("rod", euler=("y", [0.6435])))
+    hinge = cs.Revolute(rod, cs.ground, at=(0.0, 0.0, 0.0), axis=(0.0, 1.0, 0.0), name="hinge")
+    probe = cs.Controller("probe", lambda t, y: jnp.zeros(1), rate=20.0,
+                          sensors={"load": cs.sensors.reaction(hinge)}, actuators=[hinge])
+    system = cs.System([rod, hinge, probe, cs.Gravity((0.0, 0.0, -9.81))])
+    sol = cs.simulate(system, 1.0, 0.01)
+    view, after = sol.controller("probe"), cs.joint_reactions(system, sol, hinge)
+    nodes = np.searchsorted(sol.t, view.t)
+    assert np.all(view.readings["load"][0] == 0.0) and nodes[0] == 0
+    n = nodes[1:]
+    expected = np.concatenate([after.force_a, after.torque_a], axis=1)  # the rod is part a (b is the ground)
+    assert np.allclose(view.readings["load"][1:], 0.5 * (expected[n - 1] + expected[n - 2]), rtol=0, atol=1e-9)
+    assert np.max(np.abs(view.readings["load"][1:, :3])) > 5.0  # it holds the rod up
+    with pytest.raises(ModelError, match="reaction sensors"):
+        cs.simulate(system, 0.1, 0.01, backend="reduced")

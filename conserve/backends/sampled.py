@@ -24,9 +24,12 @@ from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..control.controller import ControlState
 from ..model.assembled import Model, State
+from ..discrete.forces import constraint_force
+from ..errors import ModelError
 from ..model.parameters import bound
 from .base import Carry, StepBackend, Wrapper
 
@@ -35,8 +38,32 @@ TOL = 1e-9
 
 
 def with_controllers(backend: StepBackend, model: Model) -> StepBackend:
-    """``backend`` wrapped in :class:`Sampled` if the model has controllers, else itself."""
-    return Sampled(backend) if model.controllers and not isinstance(backend, Sampled) else backend
+    """``backend`` wrapped in :class:`Sampled` if the model has controllers, else itself (a
+    ModelError for reaction sensors on a backend that eliminates multipliers)."""
+    if not model.controllers or isinstance(backend, Sampled):
+        return backend
+    reactions = [f"'{s.name}': '{name}'" for s in model.controllers for name, r in s.readings if r.kind == "reaction"]
+    if reactions and backend.name != "director":
+        raise ModelError(f"simulate: the reaction sensors ({', '.join(reactions)}) read the step's multipliers, which "
+                         f"the {backend.name} backend eliminates; run them with backend='director'.")
+    return Sampled(backend)
+
+
+def reaction(model: Model, reading, start: State, end: State, multipliers, h):
+    """(6,) the force (N) and the torque (N m, about the reading's attachment point) that the
+    constraint rows of the reading's joint exert on its part in the step start → end of size h,
+    inertial axes: −Ḡᵀλ of those rows (λ = 2 λ̃ / h², the step's scaled ``multipliers``), the
+    resultant on the part's φ block and Σ d_k × f_k on its directors (at the midpoint), as
+    :func:`conserve.joint_reactions` computes them after a run."""
+    keep = list(model.constraint_keep)
+    rows = np.array([keep.index(r) for r in reading.rows if r in keep], dtype=np.int64)
+    lam = jnp.zeros_like(multipliers).at[rows].set(multipliers[rows]) * (2.0 / h**2)
+    gq = constraint_force(model, start.q, end.q, start.theta, end.theta, start.s, end.s, lam)[0]
+    f = jnp.concatenate([-gq.reshape(-1, 3), jnp.zeros((4, 3), gq.dtype)])  # the ground's blocks take none
+    frame, Qm = np.asarray(reading.frames[0]), model.blocks(0.5 * (start.q + end.q))
+    force, arm = f[frame[0]], jnp.asarray(reading.vectors[0]) @ Qm[frame[1:]]  # arm: attachment point − φ
+    moment = jnp.sum(jnp.cross(Qm[frame[1:]], f[frame[1:]]), axis=0) - jnp.cross(arm, force)
+    return jnp.concatenate([force, moment])
 
 
 def held(model: Model, control) -> Model:
@@ -93,6 +120,9 @@ class Sampled(Wrapper):
             guess = inner._replace(multipliers=inner.multipliers * (hs / h) ** 2)
             with bound(commanded.parameters):
                 new, record = self.inner.step(commanded, guess, t_cur, hs)
+            control = tuple(c._replace(reactions={name: jnp.stack([
+                reaction(model, dict(s.readings)[name], inner.state, new.state, record.multipliers, hs), r[0]])
+                for name, r in c.reactions.items()}) for s, c in zip(model.controllers, control))
             new = new._replace(multipliers=new.multipliers * (h / hs) ** 2)
             total = total._replace(iterations=total.iterations + record.iterations, converged=record.converged,
                                    history=record.history, work=total.work + record.work,
@@ -119,7 +149,7 @@ def _midpoint_record(sampler, control, model, start, end, t, h):
     and readings at the step's midpoint, the time t + h/2."""
     commands, readings = sampler.midpoint(model, 0.5 * (start.q + end.q), (end.q - start.q) / h,
                                           0.5 * (start.p + end.p), t + 0.5 * h)
-    return ControlState(commands, control.state, control.k + 1, t + 0.5 * h, readings, readings)
+    return ControlState(commands, control.state, control.k + 1, t + 0.5 * h, readings, readings, control.reactions)
 
 
 def _first(sampler, t):

@@ -106,8 +106,9 @@ class ControlState(NamedTuple):
     """One controller's part of a run's carry: the held ``commands`` (n_u,), the law's ``state``
     (its own pytree; () for a law without), the index ``k`` of the next sample (int32), the
     ``time`` of the last sample (s; NaN before the first), the ``readings`` it used ({name:
-    array}) and the real sensors' last ``measured`` readings (what a one-sample delay hands to
-    the next sample)."""
+    array}), the real sensors' last ``measured`` readings (what a one-sample delay hands to
+    the next sample) and the ``reactions`` of its reaction sensors in the last two steps ({name:
+    (2, 6)}, newest first; zeros before the first steps)."""
 
     commands: jax.Array
     state: object
@@ -115,6 +116,7 @@ class ControlState(NamedTuple):
     time: jax.Array
     readings: dict
     measured: dict
+    reactions: dict = {}
 
 
 @dataclass(frozen=True)
@@ -144,15 +146,22 @@ class Sampler:
         """The carry before the first sample: the initial commands and state (the model's
         parameters); the readings of the initial node (what a delayed sensor hands to the first
         sample)."""
-        measured = {name: r.measure(r.read(model, q, v, p), self.key(model, -1, i)) for i, (name, r) in
-                    enumerate(self.readings)}
+        reactions = {name: jnp.zeros((2, 6)) for name, r in self.readings if r.kind == "reaction"}
+        measured = {name: r.measure(self.ideal(model, q, v, p, reactions, name, r), self.key(model, -1, i))
+                    for i, (name, r) in enumerate(self.readings)}
         commands = jnp.stack([jnp.asarray(model.parameters[c], jnp.float64) for c in self.commands])
         values, leaves = iter(model.parameters[f"{self.name}.state0[{j}]"] for j in range(self.state_size)), []
         for shape in self.state_shapes:
             n = int(np.prod(shape))
             leaves.append(jnp.reshape(jnp.stack([next(values) for _ in range(n)]) if n else jnp.zeros(0), shape))
         state = jax.tree.unflatten(self.state_tree, [jnp.asarray(a, jnp.float64) for a in leaves])
-        return ControlState(commands, state, jnp.int32(-1), jnp.float64(jnp.nan), measured, measured)
+        return ControlState(commands, state, jnp.int32(-1), jnp.float64(jnp.nan), measured, measured, reactions)
+
+    @staticmethod
+    def ideal(model, q, v, p, reactions, name, reading):
+        """The ideal reading ``name`` of the node: :meth:`conserve.control.sensors.Reading.read`, or
+        a reaction's mean over the last two steps."""
+        return jnp.mean(reactions[name], axis=0) if reading.kind == "reaction" else reading.read(model, q, v, p)
 
     @property
     def state_size(self):
@@ -169,14 +178,15 @@ class Sampler:
     def sample(self, model, q, v, p, t, control: ControlState) -> ControlState:
         """The controller evaluated at the node (q, v, p) at its sample instant t: new commands
         (saturated, speed-guarded), state, readings; k advanced."""
-        ideal = {name: r.read(model, q, v, p) for name, r in self.readings}
+        ideal = {name: self.ideal(model, q, v, p, control.reactions, name, r) for name, r in self.readings}
         measured = {name: r.measure(ideal[name], self.key(model, control.k, i)) for i, (name, r) in
                     enumerate(self.readings)}
         used = {name: control.measured[name] if r.delay else measured[name] for name, r in self.readings}
         out = self.law(t, used, control.state) if self.stateful else (self.law(t, used), ())
         state = jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype).reshape(old.shape), out[1], control.state)
         commands = self.actuated(model, q, v, p, flat_commands(out[0]))
-        return ControlState(commands, state, control.k + 1, jnp.asarray(t, jnp.float64), used, measured)
+        return ControlState(commands, state, control.k + 1, jnp.asarray(t, jnp.float64), used, measured,
+                            control.reactions)
 
     def midpoint(self, model, q, v, p, t) -> tuple:
         """(commands, ideal readings) of a controller without a rate (stateless, ideal sensors) in
@@ -252,11 +262,13 @@ class Controller:
             raise ModelError(f"controller '{name}': rate must be a positive number (Hz) or None, got {rate!r}.")
         if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**32):
             raise ModelError(f"controller '{name}': seed must be an integer in [0, 2³²), got {seed!r}.")
-        real = [n for n, s in sensors.items() if s.noise or s.quantum or s.delay or np.any(s.bias)]
+        real = [n for n, s in sensors.items() if s.noise or s.quantum or s.delay or np.any(s.bias)
+                or s.kind == "reaction"]
         if rate is None and (state is not None or real):
             raise ModelError(f"controller '{name}': without a rate the law is evaluated inside each step, on the step's"
-                             " unknowns, so it can have no state and read no sensor models (noise, bias, quantum, "
-                             f"delay{': ' + ', '.join(real) if real else ''}); give the controller a rate (Hz).")
+                             " unknowns, so it can have no state and read no sensor models or reactions (noise, bias, "
+                             f"quantum, delay{': ' + ', '.join(real) if real else ''}); give the controller a rate "
+                             "(Hz).")
         self.law, self.sensors, self.rate, self.seed = law, dict(sensors), rate, int(seed)
         self.state = None if state is None else jax.tree.map(lambda a: np.asarray(a, float), state)
         self.actuators = [a if isinstance(a, Actuator) else motor(a) for a in actuators]

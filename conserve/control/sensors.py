@@ -19,7 +19,14 @@ slide(joint)        s = u·(x_B − x_A) (Prismatic, Cylindrical)               
 slide_rate(joint)   ṡ                                                           () m/s
 rotor_rate(rotor)   θ' = p/J_a − ω·a, the spin rate relative to the master      () rad/s
 rotor_momentum      p = J_a (ω·a + θ'), the axial angular momentum              () N m s
+reaction(joint)     the joint's force on part b and torque about ``at_b``       (6,) N, N m
 ==================  ==========================================================  =============
+
+A reaction (inertial axes; on part a, about ``at_a``, when b is the ground) is −Ḡᵀλ of the joint's
+rows (as :func:`conserve.joint_reactions`), averaged over the last two steps before the sample:
+the multipliers of one step alternate about the continuous force by O(h) (the index-3 midpoint
+rule's parasitic mode), their mean is the reaction at the node one step before the sample to
+O(h²). Director backend only (the reduced one eliminates the tree joints' multipliers).
 
 A real sensor's reading is ``quantum · round((ideal + bias + noise · n_k) / quantum)`` with n_k
 standard normal numbers drawn from the controller's key folded with the sample index k (so a
@@ -40,20 +47,22 @@ from ..kinematics.rotations import angular_velocity as _omega
 
 #: the sensor kinds and the shape of their readings
 SHAPES = {"attitude": (3, 3), "angular_velocity": (3,), "position": (3,), "velocity": (3,), "joint_angle": (),
-          "joint_rate": (), "slide": (), "slide_rate": (), "rotor_rate": (), "rotor_momentum": ()}
+          "joint_rate": (), "slide": (), "slide_rate": (), "rotor_rate": (), "rotor_momentum": (), "reaction": (6,)}
 
 
 @dataclass(frozen=True)
 class Reading:
     """A resolved sensor (static, hashable): its ``kind``, block indices ``frames`` ((4,) per part
     it reads: the part's, or part a's then b's of a joint), body vectors ``vectors`` (a body point;
-    a joint's e1, e2, b or u), a hybrid rotor's index ``rotor``, and the real sensor's ``bias``,
+    a joint's e1, e2, b or u), a hybrid rotor's index ``rotor``, a joint's constraint ``rows``
+    (indices into all rows, for a reaction), and the real sensor's ``bias``,
     ``noise`` (standard deviation), ``quantum`` (0: none) and ``delay`` (samples)."""
 
     kind: str
     frames: tuple = ()
     vectors: tuple = ()
     rotor: int = -1
+    rows: tuple = ()
     bias: float = 0.0
     noise: float = 0.0
     quantum: float = 0.0
@@ -148,6 +157,15 @@ class Sensor:
                 raise ModelError(f"{kind} sensor: {target!r} is not a hybrid rotor (a Rotor(..., model='hybrid'); for "
                                  "a rotor modelled as a body, read joint_rate(rotor.joint)).")
             return Reading(kind, rotor=layout.rotor_index(target), **real)
+        if kind == "reaction":
+            if not isinstance(target, Joint):
+                raise ModelError(f"reaction sensor: {target!r} is not a joint.")
+            record = target.record(layout)
+            on_b = record["b"] != "ground"
+            at = record["at_b" if on_b else "at_a"]
+            rows = tuple(i for i, (owner, _) in enumerate(layout.constraint_rows) if owner == target.name)
+            frame = _t(record["frame_b" if on_b else "frame_a"])
+            return Reading(kind, (frame,), (_t(np.zeros(3) if at is None else at),), rows=rows, **real)
         if kind.startswith(("joint", "slide")):
             if not isinstance(target, Joint):
                 raise ModelError(f"{kind} sensor: {target!r} is not a joint.")
@@ -227,6 +245,12 @@ def slide_rate(joint, **real) -> Sensor:
 def rotor_rate(rotor, **real) -> Sensor:
     """A hybrid rotor's spin rate relative to its master, rad/s (a wheel's tachometer)."""
     return Sensor("rotor_rate", rotor, **real)
+
+
+def reaction(joint, **real) -> Sensor:
+    """A joint's reaction (6,): its force on part b (N) and torque about b's attachment point
+    (N m), inertial axes, the mean of the last two steps' (see the module docstring)."""
+    return Sensor("reaction", joint, **real)
 
 
 def rotor_momentum(rotor, **real) -> Sensor:
