@@ -28,7 +28,7 @@ import numpy as np
 
 from ..control.controller import ControlState
 from ..model.assembled import Model, State
-from ..discrete.forces import constraint_force
+from ..discrete.forces import constraint_force, part_wrench
 from ..errors import ModelError
 from ..model.parameters import bound
 from .base import Carry, StepBackend, Wrapper
@@ -60,9 +60,8 @@ def reaction(model: Model, reading, start: State, end: State, multipliers, h):
     lam = jnp.zeros_like(multipliers).at[rows].set(multipliers[rows]) * (2.0 / h**2)
     gq = constraint_force(model, start.q, end.q, start.theta, end.theta, start.s, end.s, lam)[0]
     f = jnp.concatenate([-gq.reshape(-1, 3), jnp.zeros((4, 3), gq.dtype)])  # the ground's blocks take none
-    frame, Qm = np.asarray(reading.frames[0]), model.blocks(0.5 * (start.q + end.q))
-    force, arm = f[frame[0]], jnp.asarray(reading.vectors[0]) @ Qm[frame[1:]]  # arm: attachment point − φ
-    moment = jnp.sum(jnp.cross(Qm[frame[1:]], f[frame[1:]]), axis=0) - jnp.cross(arm, force)
+    force, moment = part_wrench(f, model.blocks(0.5 * (start.q + end.q)), np.asarray(reading.frames[0]),
+                                jnp.asarray(reading.vectors[0]))
     return jnp.concatenate([force, moment])
 
 

@@ -150,11 +150,11 @@ class Sampler:
         measured = {name: r.measure(self.ideal(model, q, v, p, reactions, name, r), self.key(model, -1, i))
                     for i, (name, r) in enumerate(self.readings)}
         commands = jnp.stack([jnp.asarray(model.parameters[c], jnp.float64) for c in self.commands])
-        values, leaves = iter(model.parameters[f"{self.name}.state0[{j}]"] for j in range(self.state_size)), []
-        for shape in self.state_shapes:
-            n = int(np.prod(shape))
-            leaves.append(jnp.reshape(jnp.stack([next(values) for _ in range(n)]) if n else jnp.zeros(0), shape))
-        state = jax.tree.unflatten(self.state_tree, [jnp.asarray(a, jnp.float64) for a in leaves])
+        flat = jnp.asarray([model.parameters[f"{self.name}.state0[{j}]"] for j in range(self.state_size)],
+                           jnp.float64)
+        ends = np.cumsum([int(np.prod(shape)) for shape in self.state_shapes])[:-1]
+        state = jax.tree.unflatten(self.state_tree, [jnp.reshape(a, shape) for a, shape in
+                                                     zip(jnp.split(flat, ends), self.state_shapes)])
         return ControlState(commands, state, jnp.int32(-1), jnp.float64(jnp.nan), measured, measured, reactions)
 
     @staticmethod
@@ -215,6 +215,12 @@ def midpoint_commands(model, t, h, q0, q1, p0, p1) -> dict:
             commands, _ = s.midpoint(model, 0.5 * (q0 + q1), (q1 - q0) / h, 0.5 * (p0 + p1), t + 0.5 * h)
             values.update(zip(s.commands, commands))
     return values
+
+
+def reported(control):
+    """What a run keeps of its controllers' carry at a node (None without controllers): the
+    ControlStates without the sensors' pending measurements and reactions."""
+    return None if control is None else tuple(c._replace(measured=None, reactions={}) for c in control)
 
 
 def flat_commands(out):

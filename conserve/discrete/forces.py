@@ -56,6 +56,17 @@ def constraint_force(model: Model, q0, q1, theta0, theta1, s0, s1, lam):
     return jax.vjp(fields, 0.5 * (q0 + q1), 0.5 * (theta0 + theta1), 0.5 * (s0 + s1))[1](cotangents)
 
 
+def part_wrench(f, Q, frame, at):
+    """(F, M) (3,) each: the resultant force and the moment about the body point ``at`` (3,) of
+    generalised forces ``f`` on a rigid part's blocks, ``frame`` (4,) its block indices (φ, d1, d2,
+    d3) into ``f`` and the block array ``Q`` (at the step's midpoint): F = f_φ and, by the virtual
+    work of a rigid variation δd_k = δα × d_k, the moment Σ_k d_k × f_k about φ, moved to the point
+    φ + at_k d_k. Joint reactions read the constraint forces this way
+    (:func:`conserve.joint_reactions`, :func:`conserve.backends.sampled.reaction`)."""
+    F, D = f[frame[0]], Q[frame[1:]]
+    return F, jnp.sum(jnp.cross(D, f[frame[1:]]), axis=0) - jnp.cross(at @ D, F)
+
+
 def coordinate_increments(model: Model, q0, q1):
     """Exact increments Δs (n_s,) of the joint coordinates over a step."""
     ds = [d for d, _ in increment_groups(model, q0, q1)]

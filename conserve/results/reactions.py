@@ -24,7 +24,7 @@ import numpy as np
 
 from ..backends.base import map_steps
 from ..compilation.modes import jit_quick
-from ..discrete.forces import constraint_force, increment_groups
+from ..discrete.forces import constraint_force, increment_groups, part_wrench
 from ..errors import ModelError
 from ..model.bodies import Ground, RigidBody, ground
 from ..model.joints import Joint
@@ -123,12 +123,11 @@ def joint_reactions(system, solution, joint, frame="world", *, drives=False) -> 
     def wrench(part, at):
         """(F, M about the attachment point, x of the point) on a part with coordinates."""
         b = layout.frame(part)
-        F = f[:, b[0]]
         if not isinstance(part, RigidBody):
+            F = f[:, b[0]]
             return F, np.zeros_like(F), qm[:, b[0]]
-        M = np.cross(qm[:, b[1:]], f[:, b[1:]]).sum(axis=1)
-        arm = np.einsum("nkc,k->nc", qm[:, b[1:]], at)  # the midpoint's material point, as in Ḡ
-        return F, M - np.cross(arm, F), qm[:, b[0]] + arm
+        F, M = (np.asarray(x) for x in jax.vmap(part_wrench, (0, 0, None, None))(f, qm, b, at))
+        return F, M, qm[:, b[0]] + np.einsum("nkc,k->nc", qm[:, b[1:]], at)  # the midpoint's material point
 
     at_a, at_b = (np.zeros(3) if record[k] is None else np.asarray(record[k], float) for k in ("at_a", "at_b"))
     if isinstance(part_a, Ground):

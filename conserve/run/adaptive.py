@@ -56,6 +56,7 @@ import numpy as np
 from ..backends import Carry, StepBackend
 from ..compilation.modes import compiler_options
 from ..compilation.timing import run_times
+from ..control.controller import reported
 from ..discrete.newton import run_if
 from ..errors import ConvergenceError, ModelError
 from ..model.assembled import State
@@ -247,9 +248,8 @@ def _chunk_fn(backend: StepBackend, length, estimate, safety, min_factor, max_fa
             # the attempt's nodes: the two half steps', or (slot 1) its one step's
             node_slots = lambda tree: jax.tree.map(  # noqa: E731
                 lambda a: jnp.stack([a[1], jnp.where(halves, a[2], a[0])]), tree)
-            control = None if stages.control is None else tuple(c._replace(measured=None) for c in stages.control)
             output = {"nodes": node_slots(stages.state), "records": node_slots(records), "halves": halves,
-                      "control": None if control is None else node_slots(control),
+                      "control": node_slots(reported(stages.control)),
                       "t": t, "t_new": t_new, "h": h_try, "err": err, "accepted": accept, "landed": landed,
                       "active": active}
             return loop, output

@@ -17,6 +17,7 @@ from ..backends import Carry, StepBackend, StepOutput
 from ..backends.director import unknowns as director_unknowns
 from ..compilation.modes import KERNEL_SIZE, KERNEL_UNKNOWNS, compiler_options, loops_as_kernels
 from ..compilation.timing import run_times
+from ..control.controller import reported
 from ..discrete.newton import MEMBERS, run_if
 from ..model.assembled import Model
 from ..model.parameters import bound
@@ -103,9 +104,8 @@ def chunk_runner(backend: StepBackend, length, batch=None, group=None):
         failure = jax.tree.map(lambda new, old: jnp.where(failed_now, new, old),
                                (record.history, record.iterations), failure)
         loop = (jax.tree.map(keep, carry, new), n + (active & record.converged), failed | failed_now, failure)
-        # the history kept only for a failure; of the controllers' carry, what a Solution reports
-        control = None if new.control is None else tuple(c._replace(measured=None) for c in new.control)
-        return loop, StepOutput(new.state, record._replace(history=None), control)
+        # the history kept only for a failure
+        return loop, StepOutput(new.state, record._replace(history=None), reported(new.control))
 
     def run(model: Model, carry: Carry, n0, n_end, t0, h):
         if batch is None or n0.shape[0] <= group:

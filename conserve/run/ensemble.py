@@ -56,7 +56,7 @@ from .failures import COARSE_TURN, keep_partial, part_spin_rates
 from .fingerprint import fingerprint
 from .grid import time_grid
 from .options import backend_settings, check_mode, check_progress, coarse_step_message, resolve_backend, run_work
-from .pieces import control_columns, NODE_FIELDS, assemble_solution, left_redundant_rows, piece
+from .pieces import NODE_FIELDS, assemble_solution, control_columns, left_redundant_rows, piece
 from .simulate import simulate
 from .workers import in_worker, pickling_problem, run_in_processes, slices, unguarded_main_script, usable_cores
 

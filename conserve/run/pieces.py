@@ -49,9 +49,9 @@ def piece(out: StepOutput, done, diag, model: Model | None = None):
 def control_columns(model: Model, control) -> dict:
     """The controllers' carry at each node (leading node axis) as diag_* arrays, so that a Solution
     keeps and saves them (:meth:`conserve.Solution.controller` reads them):
-    ``control.<name>.k`` the next sample's index, ``.time`` the last one's time (s), ``.commands``
-    the held commands, ``.state.<j>``
-    the leaves of the law's state and ``.reading.<sensor>`` the readings the last sample used."""
+    ``control.<name>.k`` the next sample's index, ``.time`` the last one's time (s),
+    ``.commands`` the held commands, ``.state.<j>`` the leaves of the law's state and
+    ``.reading.<sensor>`` the readings the last sample used."""
     if control is None:
         return {}
     columns = {}
