@@ -68,6 +68,11 @@ class ConstraintWarning(UserWarning):
     as redundant, which was dependent on the others only at the initial configuration."""
 
 
+class ModelImportWarning(UserWarning):
+    """Parts of an imported model (MJCF, URDF) with no conserve counterpart — contacts, joint
+    limits, armature, tendons, … —, listed by name: the run goes without them."""
+
+
 def is_count(x) -> bool:
     """True if x is an integer (a Python or numpy one; not a bool): what a number of steps, a chunk
     length or a number of subdivisions must be (checked, with a message, where it is given)."""

@@ -10,12 +10,12 @@ from .rope import Rope
 from .rotors import Rotor
 from .terms import RotorState
 from .joints import (Cylindrical, Distance, Fixed, Parallel, Perpendicular, Planar, Prismatic, Revolute,
-                     Spherical, Universal)
+                     Spherical, Translational, Universal)
 from .system import Assembly, Layout, System
 
 __all__ = ["Energy", "Model", "State", "Beam", "DistributedLoad", "Section",
            "Ground", "PointMass", "RigidBody", "ground", "Constraint",
            "Potential", "CentralGravity", "Force", "Gravity", "JointDrive", "JointMotor", "JointSpringDamper",
            "SpringDamper", "Torque", "Cylindrical", "Distance", "Fixed", "Parallel", "Perpendicular",
-           "Planar", "Prismatic", "Revolute", "Spherical", "Universal", "Rope", "Rotor", "RotorState", "Assembly",
+           "Planar", "Prismatic", "Revolute", "Spherical", "Translational", "Universal", "Rope", "Rotor", "RotorState", "Assembly",
            "Layout", "System"]

@@ -190,13 +190,16 @@ class RigidBody(Part):
     velocity : (3,), m/s — initial velocity of the centre of mass
     angular_velocity : (3,), rad/s — initial angular velocity
     frame : "inertial" or "body" — the frame in which ``velocity`` and ``angular_velocity`` are given
+    shapes : what the body looks like, for viewers only (no effect on the dynamics): a list of
+        :func:`~conserve.model.bodies.shape` dicts in body axes about the centre of mass (default: none; a viewer then
+        draws the body's equivalent inertia box)
     """
 
     n_blocks = 4
 
     def __init__(self, name, mass, inertia, position=(0.0, 0.0, 0.0), orientation=None, *,
                  quaternion=None, euler=None, degrees=False, velocity=(0.0, 0.0, 0.0),
-                 angular_velocity=(0.0, 0.0, 0.0), frame="inertial"):
+                 angular_velocity=(0.0, 0.0, 0.0), frame="inertial", shapes=()):
         super().__init__(name)
         refuse_traced("body", name, mass=mass, inertia=inertia, position=position, orientation=orientation,
                       quaternion=quaternion, euler=euler, velocity=velocity, angular_velocity=angular_velocity)
@@ -209,6 +212,7 @@ class RigidBody(Part):
         to_inertial = self.rotation if frame == "body" else np.eye(3)
         self.velocity = to_inertial @ _vector(name, "velocity", velocity)
         self.angular_velocity = to_inertial @ _vector(name, "angular_velocity", angular_velocity)
+        self.shapes = [_checked_shape(name, s) for s in shapes]
 
     def mass_blocks(self):
         mu = np.zeros((4, 4))
@@ -238,6 +242,43 @@ class RigidBody(Part):
 
     def terms(self, layout):
         return [Term(DirectorOrthonormality(), {"frame": layout.frame(self)}, self.name)]
+
+
+#: visual shape kinds and the meaning of their ``size`` (MuJoCo's geom conventions), m
+SHAPE_SIZES = {"box": "half-sizes (3,)", "sphere": "radius (1,)", "capsule": "radius, half-length along z (2,)",
+               "cylinder": "radius, half-length along z (2,)", "ellipsoid": "semi-axes (3,)",
+               "mesh": "unused; vertices (V, 3) m and faces (F, 3) indices in the shape's axes"}
+
+
+def shape(kind, size=(), pos=(0.0, 0.0, 0.0), rotation=None, rgba=None, vertices=None, faces=None) -> dict:
+    """A visual shape of a body (:class:`RigidBody` ``shapes``), in body axes about its centre of
+    mass: ``kind`` one of ``SHAPE_SIZES``, ``size`` in m as listed there, ``pos`` (3,) m and
+    ``rotation`` (3, 3) (the shape's axes in body axes; default identity), ``rgba`` (4,) in [0, 1]."""
+    out = {"kind": kind, "size": np.ravel(np.asarray(size, float)).tolist(),
+           "pos": np.asarray(pos, float).tolist(),
+           "rotation": (np.eye(3) if rotation is None else np.asarray(rotation, float)).tolist()}
+    if rgba is not None:
+        out["rgba"] = np.asarray(rgba, float).tolist()
+    if kind == "mesh":
+        out["vertices"] = np.asarray(vertices, float).tolist()
+        out["faces"] = np.asarray(faces, int).tolist()
+    return out
+
+
+def _checked_shape(body, s):
+    """The shape dict ``s`` of ``body`` with its entries checked (a ModelError says what is wrong)."""
+    if not isinstance(s, dict) or s.get("kind") not in SHAPE_SIZES:
+        raise ModelError(f"body '{body}': a shape must be a dict made by cs.model.bodies.shape(kind, size, pos, "
+                         f"rotation) with kind one of {', '.join(SHAPE_SIZES)}; got {s!r:.200}.")
+    fields = {k: s[k] for k in ("size", "pos", "rotation", "rgba", "vertices", "faces") if k in s}
+    try:
+        checked = shape(s["kind"], **fields)
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"body '{body}': shape {s['kind']}: {err}") from err
+    if np.shape(checked["pos"]) != (3,) or np.shape(checked["rotation"]) != (3, 3) or not np.all(
+            np.isfinite(checked["size"] + checked["pos"])):
+        raise ModelError(f"body '{body}': shape {s['kind']}: pos must be (3,), rotation (3, 3), sizes finite.")
+    return checked
 
 
 class PointMass(Part):

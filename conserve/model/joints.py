@@ -465,6 +465,40 @@ class Fixed(Joint):
         return JointMotion(self.at_a, self.at_b)
 
 
+class Translational(Joint):
+    """b translates relative to a without turning (3 + 3 − k constraints): the rows of
+    :class:`Fixed` that hold the relative orientation, t1_a·t2_b = t2_a·t3_b = t3_a·t1_b = const,
+    and x_b − x_a ⟂ every direction normal to the k = 1 or 2 ``axes`` (world directions at the
+    initial configuration, perpendicular; carried by a): a slider along one axis (as Prismatic), a
+    plane slider along two, or, without ``axes``, free translation (k = 3: the orientation rows
+    only). It has no coordinate of its own: a spring or motor per axis needs a Prismatic per axis."""
+
+    def __init__(self, a, b, at=None, axes=None, *, at_a=None, at_b=None, name=None):
+        super().__init__(a, b, name)
+        self.at_a, self.at_b = self._points(at, at_a, at_b)
+        world = np.eye(3) if axes is None else np.array([_unit(self, "axes", u) for u in axes]).reshape(-1, 3)
+        if len(world) not in (1, 2, 3) or np.abs(world @ world.T - np.eye(len(world))).max() > 1e-9:
+            raise ModelError(f"joint '{self.name}': axes must be one or two perpendicular directions (or None: "
+                             f"translation in any direction), got {axes!r}.")
+        normals = np.linalg.svd(world)[2][len(world):]  # the directions x_b − x_a stays normal to
+        self.slides = [self.a.body_vector(u) for u in world]
+        self.normals = [self.a.body_vector(n) for n in normals]
+        self.n_constraints = 3 + len(self.normals)
+
+    def terms(self, layout):
+        t = np.eye(3)
+        ta, tb = [self.a.body_vector(v) for v in t], [self.b.body_vector(v) for v in t]
+        held = [self._dot(layout, ta[i], tb[(i + 1) % 3], f"t{i + 1}·t{(i + 1) % 3 + 1}",
+                          self._initial_dot(ta[i], tb[(i + 1) % 3])) for i in range(3)]
+        return held + [self._offset(layout, self.at_a, n, self.at_b, f"n{k + 1}·Δx")
+                       for k, n in enumerate(self.normals)]
+
+    def motion(self):
+        pairs = [perpendicular_basis(u) for u in self.slides]
+        return JointMotion(self.at_a, self.at_b, slide_u=np.array([p[0] for p in pairs]),
+                           slide_w=np.array([p[1] for p in pairs]))
+
+
 class Distance(Joint):
     """Massless rod: two material points keep the distance ``length`` (1 constraint),
     ``½(|x_a − x_b|² − L²) = 0``. ``points=(x_a, x_b)`` in world axes at the start, or

@@ -21,7 +21,7 @@ from ..compilation.modes import jit_quick
 from ..errors import InconsistentInitialState, ModelError
 from .assembled import Model, State
 from .beams import Beam
-from .bodies import Ground, Part
+from .bodies import Ground, Part, RigidBody
 from .coordinates import CoordinateElement
 from .custom import check_quadratic_invariants
 from .drives import JointDrive
@@ -67,7 +67,9 @@ class Layout:
     sketch : what a picture needs (:mod:`conserve.results.animation`): {"links": [(name, kind, part a,
         body point a, part b, body point b)] of joints, ropes, springs and beam elements (kind
         "joint", "rope", "spring", "beam"; part "ground" for the ground), "rotors": {name: (master,
-        body axis, body offset, radius m)}} as plain lists
+        body axis, body offset, radius m)}, "inertia": {rigid body: [mass kg, (3, 3) inertia kg m² in
+        body axes]} (a viewer's default box), "shapes": {body: [shape dicts]} of the bodies with
+        visual shapes (:func:`conserve.model.bodies.shape`)} as plain lists
     joints : {name: :meth:`~conserve.model.joints.Joint.record`} of every joint, for its sensors
         (a driven joint's record: ``"drives"`` {coordinate: drive name})
     drives : {name: the :class:`~conserve.model.drives.JointDrive`} (posing evaluates their laws)
@@ -334,7 +336,7 @@ def make_layout(parts, others, body_rotors) -> Layout:
         offsets[p.name] = o
         o += p.n_blocks
     layout = Layout(parts, offsets, rotors=[e for e in others if isinstance(e, Rotor)], body_rotors=list(body_rotors))
-    layout.sketch = _sketch(others, body_rotors)
+    layout.sketch = _sketch(parts + others, body_rotors)
     layout.joints = {e.name: e.record(layout) for e in others if isinstance(e, Joint)}
     layout.beams = {e.name: e.record() for e in others if isinstance(e, Beam)}
     _record_drives(layout, others)
@@ -454,7 +456,10 @@ def _sketch(elements, body_rotors):
     for r in [e for e in elements if isinstance(e, Rotor)] + list(body_rotors):
         radius = float(np.sqrt(2.0 * r.axial_inertia / r.mass)) if r.mass > 0 else 0.0
         rotors[r.name] = (r.master.name, r.axis.tolist(), r.offset.tolist(), radius)
-    return {"links": links, "rotors": rotors}
+    shapes = {e.name: e.shapes for e in elements if getattr(e, "shapes", None)}
+    inertia = {e.name: [float(e.mass), np.asarray(e.inertia, float).tolist()] for e in elements
+               if isinstance(e, RigidBody)}
+    return {"links": links, "rotors": rotors, "inertia": inertia, **({"shapes": shapes} if shapes else {})}
 
 
 def _family(kind):

@@ -83,7 +83,7 @@ def assemble_solution(assembly, settings, backend, pieces, n, failed, failure, c
     stats = {"backend": backend.name, "steps": n, "compile": settings["compile"],
              "unknown_steps": settings.get("unknown_steps"), "compile_time": compile_time, "run_time": run_time,
              "time_per_step": run_time / max(n, 1), "newton_tol": settings["newton"][0],
-             "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1)),
+             "order": settings.get("order", 2), "unknowns": backend.unknowns(model), "subdivided_steps": int(np.sum(substeps > 1)),
              "newton_matrix": getattr(getattr(backend, "linear", None), "name", None)}  # "dense", "coloured", "tree"
 
     def multipliers():  # on first access (Solution.deferred)
