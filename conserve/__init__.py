@@ -21,6 +21,7 @@ from .errors import (
     InvalidMass,
     InvalidOrientation,
     ModelError,
+    ModelImportWarning,
     SimulationError,
 )
 
@@ -34,8 +35,9 @@ _HOMES = {
                      "Distance", "Fixed", "Force", "Gravity", "JointDrive", "JointMotor", "JointSpringDamper",
                      "Parallel", "Perpendicular", "Planar",
                      "PointMass", "Potential", "Prismatic", "Revolute", "RigidBody", "Rope", "Rotor", "Spherical",
-                     "SpringDamper", "System", "Torque", "Universal", "ground"), "model"),
+                     "SpringDamper", "System", "Torque", "Translational", "Universal", "ground"), "model"),
     "Parameter": "model.parameters",
+    **dict.fromkeys(("from_mjcf", "from_urdf"), "importers.mjcf"),
     **dict.fromkeys(("Controller", "sensors"), "control"),
     **dict.fromkeys(("BodyState", "JointState", "RotorState"), "model.terms"),
     "Newton": "discrete",
@@ -53,11 +55,12 @@ _HOMES = {
 }
 
 #: the package's modules that are public names themselves (``cs.problems``, ``cs.studies``, …)
-_MODULES = ("kinematics", "model", "control", "discrete", "backends", "results", "run", "studies", "problems",
-            "compilation")
+_MODULES = ("kinematics", "model", "control", "importers", "discrete", "backends", "results", "run", "studies",
+            "problems", "compilation")
 
 __all__ = ["CoarseStepWarning", "ConstraintWarning", "ConvergenceError", "FileError", "InconsistentInitialState",
-           "InvalidInertia", "InvalidMass", "InvalidOrientation", "ModelError", "SimulationError", *_HOMES]
+           "InvalidInertia", "InvalidMass", "InvalidOrientation", "ModelError", "ModelImportWarning", "SimulationError",
+           *_HOMES]
 
 
 def __getattr__(name):

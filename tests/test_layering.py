@@ -22,7 +22,7 @@ ROOT = pathlib.Path(conserve.__file__).parent
 #: layer of each module (a package's modules inherit its layer unless listed themselves)
 LAYERS = [
     ("base", ["conserve._x64", "conserve.compilation", "conserve.errors", "conserve.kinematics"]),
-    ("model", ["conserve.model", "conserve.control"]),
+    ("model", ["conserve.model", "conserve.control", "conserve.importers"]),
     ("discrete", ["conserve.discrete"]),
     ("backends", ["conserve.backends"]),
     ("results", ["conserve.results"]),
