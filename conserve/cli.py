@@ -5,6 +5,7 @@
     conserve convergence heavy-top|spacecraft|crane|pendulum --dt 2e-3 1e-3 5e-4 [--t-end T]
                          [--backend director] [--order 2] [--out DIR]
     conserve cache [clear]                          where the compiled-code cache is, how large; empty it
+    conserve view run.npz [-o out.html] [--no-open] a saved run in an interactive 3-D viewer (HTML)
 
 conserve <command> --help describes every option.
 """
@@ -122,6 +123,33 @@ def cache(action: str | None) -> int:
     return 0
 
 
+def view(file: Path, output: Path | None, open_browser: bool) -> int:
+    """Write the interactive 3-D viewer of the saved run ``file`` (.npz, ``Solution.save``) to ``output``
+    (default: the same name with .html, next to it) and open it in the default browser."""
+    import webbrowser
+
+    from .errors import FileError
+    from .results.solution import Solution
+    from .results.viewer import write_html
+
+    output = file.with_suffix(".html") if output is None else output
+    try:
+        sol = Solution.load(file)
+        write_html(sol, output, title=file.name)
+    except (OSError, FileError, ValueError) as err:
+        print(f"conserve view: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {output}")
+    if open_browser:
+        try:
+            opened = webbrowser.open(output.resolve().as_uri())
+        except webbrowser.Error:
+            opened = False
+        if not opened:
+            print(f"no web browser to open it here: open {output} in one", file=sys.stderr)
+    return 0
+
+
 def _listing(entries):
     return "; ".join(f"{k}: {v}" for k, v in entries.items())
 
@@ -130,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
     """The command line's parser: every command, option and study name with its help."""
     top = argparse.ArgumentParser(prog="conserve", description=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = top.add_subparsers(dest="command", required=True, metavar="{demo,reproduce,convergence,cache}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{demo,reproduce,convergence,cache,view}")
     p = sub.add_parser("demo", help="simulate the heavy top, print the conservation summary, write a plot",
                        description="P1 heavy top in steady precession: conservation summary, precession check "
                        "and a plot of the conservation errors.")
@@ -160,6 +188,16 @@ def parser() -> argparse.ArgumentParser:
                        "compiling. Directory: ~/.cache/conserve/jax, or $CONSERVE_COMPILATION_CACHE; "
                        "CONSERVE_COMPILATION_CACHE=off turns it off.")
     p.add_argument("action", nargs="?", choices=["clear"], help="clear: delete the cached programs")
+    p = sub.add_parser("view", help="a saved run in an interactive 3-D viewer (one self-contained HTML file)",
+                       description="Write an interactive 3-D viewer of a run saved with Solution.save (.npz): "
+                       "bodies, joints, rotors and traces in three.js, play/pause, time slider, speed, orbit "
+                       "camera, and the energy-balance error and constraint residual over time. One HTML file "
+                       "that needs no network or server (conserve.results.viewer), opened in the default "
+                       "browser.")
+    p.add_argument("file", type=Path, help="the saved run (.npz)")
+    p.add_argument("-o", "--output", type=Path, default=None,
+                   help="the HTML file to write (default: FILE with .html, in FILE's folder)")
+    p.add_argument("--no-open", action="store_true", help="only write the file, do not open a browser")
     return top
 
 
@@ -171,4 +209,6 @@ def main(argv=None) -> int:
         return reproduce(args.which, args.out, args.quick)
     if args.command == "cache":
         return cache(args.action)
+    if args.command == "view":
+        return view(args.file, args.output, not args.no_open)
     return convergence(args.problem, args.dt, args.t_end, args.out, args.backend, args.order)

@@ -103,7 +103,7 @@ def test_cli_help_names_every_option_and_study():
 
     top = cli.parser()
     commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(commands.choices) == {"demo", "reproduce", "convergence", "cache"}
+    assert set(commands.choices) == {"demo", "reproduce", "convergence", "cache", "view"}
     for name, sub in commands.choices.items():
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):

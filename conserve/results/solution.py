@@ -20,8 +20,16 @@ from ..kinematics.rotations import angular_velocity, rotation_to_quaternion
 from ..model.assembled import Energy, Model, State
 from ..model.beams import rod_strains
 from ..model.parameters import bound
+from ..model.system import as_assembly
 from . import export
+from .dense import Interpolant, check_degree, evaluation_times
 from .sensors import Frames, JointView, PointHistory, joint_view, point_history, unwrapped
+
+
+#: the keys of :func:`node_diagnostics` (what a model computes at a node; :meth:`Solution.evaluate`
+#: recomputes them at its times)
+NODE_DIAGNOSTICS = ("kinetic_energy", "angular_momentum_scale", "linear_momentum_scale", "potential_energy",
+                    "linear_momentum", "angular_momentum", "constraint_residual", "rotor_rate")
 
 
 def node_diagnostics(model: Model, state: State, t=0.0):
@@ -534,6 +542,101 @@ class Solution:
             f"= {1e6 * s.get('time_per_step', float('nan')):.1f} µs/step"]
         return "\n".join(lines)
 
+    # --- dense output (``conserve.results.dense``) ------------------------------------------------
+    def evaluate(self, t, degree="auto", assembly=None) -> Solution:
+        """The Solution at the times ``t``: the run interpolated between its nodes (dense output),
+        as a Solution whose nodes are those times, so that ``sol.evaluate(ts)["top"].position``,
+        ``.joint(name)``, ``.rotor(name)``, ``.energy`` and ``.constraint_residual`` work as on
+        the run. It is also saveat after the fact: ``sol.evaluate(np.linspace(sol.t[0],
+        sol.t[-1], 201))`` resamples a finished run, adaptive or fixed, on any grid.
+
+        Its error: with node values of the run's order p (errors O(h^p)) the interpolated q and v
+        differ from the exact motion by O(h^p) — the "auto" degree does not lower the run's order
+        — plus the interpolant's own O(h^(degree+1)) in q. h is the spacing of the Solution's
+        nodes: with ``saveat`` the kept nodes', not the steps'. Formula and error orders:
+        ``conserve.results.dense``.
+
+        Parameters
+        ----------
+        t : a time in s, or a 1-D array of strictly increasing times, within [t0, t_end] (the
+            first and last node; there is no extrapolation; times beyond an end by less than 1e-9
+            of the span, the round-off of t0 + n dt, are that end). NaN, times outside the span
+            and unsorted or repeated times are a ValueError that names the span.
+        degree : "auto" (default), 3 or 7: the piecewise Hermite interpolant of the coordinates q
+            with their rates v. 3: cubic on each interval's two nodes, local error O(h⁴) in q and
+            O(h³) in v; 7: degree 7 on the interval's two nodes and one more on each side, O(h⁸)
+            and O(h⁷) (h the spacing of the nodes). "auto": 3 for a run of order 2, 7 for orders 4
+            and 6 and when ``stats`` records no order (a reference integrator).
+        assembly : the System or Assembly the run was made with, for a Solution that has none (one
+            read by :meth:`load`): the diagnostics at the new times are computed with it. Default:
+            the Solution's own.
+
+        Returns
+        -------
+        Solution
+            M = len(t) nodes at the times t (one for a single time):
+
+            * ``q``, ``v``: the Hermite interpolant P of the nodes' (q, v) and its derivative P';
+              ``theta`` with its rate (the nodes' ``rotor_rate``) likewise; ``s``, ``p`` by the
+              Lagrange polynomial through the degree + 1 nearest nodes (their rates are not kept).
+              A time equal to a node time gives that node's values exactly.
+            * ``diagnostics`` (energies, momenta, constraint residual, rotor rates) computed at the
+              new nodes from the interpolated states when the model is known (a run's Solution, or
+              ``assembly=``): between the nodes they show the interpolation's error — the
+              constraints and the directors' orthonormality hold only to the interpolant's
+              accuracy, not to round-off as at the nodes. Without a model they are NaN,
+              ``rotor_rate`` excepted (the interpolant's). The controllers' columns are held from
+              the node at or before each time.
+            * per interval (M − 1 rows): ``work`` and ``dissipation`` are the differences of the
+              cumulative work and dissipation, interpolated like s (at node times the run's sums,
+              so ``energy_balance_error`` between nodes measures the interpolation's error too);
+              ``multipliers`` are NaN (an interpolant has no constraint forces: joint reactions and
+              drive loads read NaN); ``newton_iterations`` and ``substeps`` are 0 (no step of the
+              run made the interval).
+            * ``stats``: the run's, with ``"interpolation": {"degree": 3 or 7, "nodes": N+1}``
+              (the run's number of nodes).
+        """
+        who = "Solution.evaluate"
+        times = evaluation_times(t, self.t, who)
+        degree = check_degree(degree, self.stats.get("order"), who)
+        if assembly is None:
+            assembly = self.assembly
+        else:
+            assembly = as_assembly(assembly, who)
+            state = assembly.initial_state
+            if (np.shape(state.q), np.shape(state.s), np.shape(state.p), sorted(assembly.layout.describe())) != (
+                    self.q.shape[1:], self.s.shape[1:], self.p.shape[1:], sorted(self.parts)):
+                raise ValueError(f"{who}: assembly= is not the model of this Solution (its parts or coordinates "
+                                 "differ); give the System or Assembly the run was made with.")
+        interpolant = Interpolant(self.t, times, degree)
+        q, v = interpolant.hermite(self.q, self.v)
+        rate = self.diagnostics.get("rotor_rate")
+        if rate is not None and np.shape(rate) == self.theta.shape:
+            theta, rate = interpolant.hermite(self.theta, rate)
+        else:
+            theta, rate = interpolant.lagrange(self.theta), None
+        s, p = interpolant.lagrange(self.s), interpolant.lagrange(self.p)
+        if assembly is not None:
+            nodes = State(q, v, s, p, theta, np.zeros_like(q))
+            diag = diagnostics(assembly.model, nodes, times, self.stats.get("compile") or "unoptimized")
+        else:
+            diag = {k: np.full((len(times), *np.shape(a)[1:]), np.nan) for k, a in self.diagnostics.items()
+                    if k in NODE_DIAGNOSTICS}
+            if rate is not None:
+                diag["rotor_rate"] = rate
+        diag.update({k: interpolant.hold(a) for k, a in self.diagnostics.items() if k not in diag})
+        cumulative = lambda per_step: np.diff(  # noqa: E731  (per new interval, from the interpolated sums)
+            interpolant.lagrange(np.concatenate([np.zeros((1, *per_step.shape[1:])), np.cumsum(per_step, axis=0)])),
+            axis=0)
+        m = len(times) - 1
+        return Solution(t=times, q=q, v=v, s=s, p=p, theta=theta,
+                        multipliers=np.full((m, len(self.layout["constraint_rows"])), np.nan),
+                        newton_iterations=np.zeros(m, np.int32), work=cumulative(np.asarray(self.work, np.float64)),
+                        dissipation=cumulative(np.asarray(self.dissipation, np.float64)),
+                        substeps=np.zeros(m, np.int32), layout=dict(self.layout), diagnostics=diag,
+                        stats={**self.stats, "interpolation": {"degree": degree, "nodes": len(self)}},
+                        assembly=assembly)
+
     # --- export (:mod:`conserve.results.export`) ------------------------------------------------
     def save(self, path):
         """Write all arrays and metadata to an .npz file (:func:`conserve.results.export.save`), with the
@@ -567,6 +670,14 @@ class Solution:
         from .animation import animate
 
         return animate(self, path, **options)
+
+    def to_html(self, path, **options):
+        """Write an interactive 3-D viewer of the run: one self-contained HTML file (three.js inside,
+        nothing fetched) with the bodies, joints, traces, play/pause/scrub and the energy balance
+        error beside the scene. Options of :func:`conserve.results.viewer.write_html`; returns the path."""
+        from .viewer import write_html
+
+        return write_html(self, path, **options)
 
 
 def _relative(value, scale, unit, of):
