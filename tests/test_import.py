@@ -45,7 +45,7 @@ KINDS = """
       <geom type="box" size="0.1 0.05 0.2" pos="0 0 -0.25"/>
     </body>
     <body name="puck" pos="0 -1 0.1">
-      <joint name="px" type="slide" axis="1 0 0"/><joint name="py" type="slide" axis="0 1 0"/>
+      <joint name="px" type="slide" axis="1 0 0" ref="0.3"/><joint name="py" type="slide" axis="0 1 0"/>
       <geom type="cylinder" size="0.1 0.02"/>
     </body>
     <body name="drone" pos="0 2 2"><freejoint name="drone"/><geom type="box" size="0.2 0.2 0.05"/></body>
@@ -58,7 +58,7 @@ KINDS = """
       </body>
     </body>
     <body name="link3" pos="3 0 1">
-      <joint name="l3" type="hinge" axis="0 1 0"/>
+      <joint name="link3" type="hinge" axis="0 1 0"/>
       <geom type="capsule" fromto="0 0 0 -0.5 0 -0.5" size="0.03"/>
     </body>
   </worldbody>
@@ -98,7 +98,8 @@ def test_round_trip_keeps_masses_inertias_and_freedoms():
     assert mine[0] == pytest.approx(theirs[0], rel=1e-12)
     np.testing.assert_allclose(mine[1], theirs[1], atol=1e-12)
     np.testing.assert_allclose(mine[2], theirs[2], atol=1e-12 * np.abs(theirs[2]).max())
-    # one conserve body per MuJoCo body with joints; "hand" (no joint) merged into "arm"
+    # one conserve body per MuJoCo body with joints; "hand" (no joint) merged into "arm"; the
+    # limit is reported, never dropped silently
     assert sorted(b.name for b in bodies) == sorted(
         m.body(i).name for i in range(1, m.nbody) if m.body_jntnum[i])
     assert system.imported.bodies["hand"] == "arm"
@@ -108,9 +109,9 @@ def test_round_trip_keeps_masses_inertias_and_freedoms():
     # the same freedoms: MuJoCo's nv less the planar four-bar loop's two independent rows (the
     # third, normal to its plane, is redundant and dropped)
     assert system.assemble().layout.degrees_of_freedom == m.nv - 2
-    # names carry over; the limit is reported, never dropped silently
-    assert {"shoulder", "spin+reach", "gx+gy", "socket", "rx+ry+rz", "px+py", "loop"} <= {e.name for e in
-                                                                                    system.elements}
+    # names carry over (a joint named as a body, as MuJoCo allows, gets " joint" appended)
+    assert {"shoulder", "spin+reach", "gx+gy", "socket", "rx+ry+rz", "px+py", "loop", "link3 joint"} <= {
+        e.name for e in system.elements}
     assert len(messages) == 1 and "joint 'shoulder': limits" in messages[0] and "contacts" in messages[0]
 
 

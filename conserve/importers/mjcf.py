@@ -20,7 +20,8 @@ mapped at the configuration ``qpos`` (default the model's ``qpos0``) with veloci
   through one point → :class:`~conserve.Spherical`, two or three perpendicular slides →
   :class:`~conserve.Translational`, two perpendicular slides and a hinge normal to both →
   :class:`~conserve.Planar`; other combinations raise a ModelError naming the body.
-  The joint keeps MuJoCo's name (a combination: the names joined by "+"). Its angle or slide is 0
+  The joint keeps MuJoCo's name (a combination: the names joined by "+"; " joint" appended
+  where a body has the same name, as MuJoCo allows). Its angle or slide is 0
   at the mapped configuration, so MuJoCo's q = q(0) + the joint's angle or slide.
 - **passive forces:** a hinge's or slide's ``stiffness`` (about ``springref``), ``damping`` and
   ``frictionloss`` → :class:`~conserve.JointSpringDamper` (the friction regularised below the
@@ -147,8 +148,8 @@ class Imported:
                 continue
             xp, Rp = frame(int(m.body_parentid[b]))
             Q = _quat_matrix(m.body_quat[b])
-            rel = Rp @ Q  # the body's frame at q = 0
-            R_rel = np.einsum("nji,njk->nik", rel, R)  # R(q) = (Rp Q)ᵀ R
+            rel = Rp @ Q  # the body's frame at qpos0, the pose the model defines
+            R_rel = np.einsum("nji,njk->nik", rel, R)  # its turn since: (Rp Q)ᵀ R
             for jm in joints:
                 a = jm.qposadr
                 if jm.kind == "ball":
@@ -164,9 +165,11 @@ class Imported:
 
 
 def _combination(m, b, combo, R_rel, dx, Rp, out):
-    """MuJoCo's q of a body's combination of joints (universal, three hinges, planar) from its
-    frame's rotation ``R_rel`` (N, 3, 3) relative to the parent's frame at q = 0 and the body
-    origin's displacement ``dx`` (N, 3) from the parent's origin (world axes; ``Rp`` (N, 3, 3))."""
+    """MuJoCo's q of a body's combination of joints (universal, three hinges, translational,
+    planar): its reference ``qpos0`` (the joints' ``ref``, at which the body has the pose the model
+    defines) plus the turn and slide from there, read off the frame's rotation ``R_rel`` (N, 3, 3)
+    relative to the parent's frame at that pose and the body origin's displacement ``dx`` (N, 3)
+    from the parent's origin (world axes; ``Rp`` (N, 3, 3))."""
     from scipy.spatial.transform import Rotation
 
     hinges = [jm for jm in combo if jm.kind == "hinge"]
@@ -176,7 +179,7 @@ def _combination(m, b, combo, R_rel, dx, Rp, out):
             axes = np.vstack([axes, np.cross(axes[0], axes[1])])
         angles = Rotation.from_matrix(R_rel).as_davenport(axes, "intrinsic")
         for k, jm in enumerate(hinges):
-            out[:, jm.qposadr] = np.unwrap(angles[:, k])
+            out[:, jm.qposadr] = m.qpos0[jm.qposadr] + np.unwrap(angles[:, k])
         return
     # slides, and a hinge normal to them (planar): the body origin moved by the slides along their
     # axes (and by the hinge's turn about its anchor p, (I − R) p), all in the body's axes at q = 0
@@ -184,12 +187,12 @@ def _combination(m, b, combo, R_rel, dx, Rp, out):
     Q = _quat_matrix(m.body_quat[b])
     moved = moved @ Q
     for jm in hinges:
-        out[:, jm.qposadr] = np.unwrap(Rotation.from_matrix(R_rel).as_rotvec() @ axes[0])
+        out[:, jm.qposadr] = m.qpos0[jm.qposadr] + np.unwrap(Rotation.from_matrix(R_rel).as_rotvec() @ axes[0])
         p = m.jnt_pos[jm.id]
         moved -= p - R_rel @ p
     for jm in combo:
         if jm.kind == "slide":
-            out[:, jm.qposadr] = moved @ m.jnt_axis[jm.id]
+            out[:, jm.qposadr] = m.qpos0[jm.qposadr] + moved @ m.jnt_axis[jm.id]
 
 
 def _quat_matrix(q):
@@ -410,7 +413,7 @@ class _Mapper:
             body, parent = self.parts[b], self.parts[self._owner(int(m.body_parentid[b]))]
             at, axes = d.xanchor[ids[0]].copy(), [d.xaxis[j].copy() for j in ids]
             anchored = all(np.allclose(d.xanchor[j], at, atol=_TOL * (1 + np.abs(at).max())) for j in ids)
-            name = "+".join(names)
+            name = self._unique("+".join(names), "joint")
             joint, coordinates = self._combination(b, types, names, body, parent, at, axes, anchored, name)
             for j, t in zip(ids, types):
                 coordinate = coordinates.get(j)
@@ -485,6 +488,11 @@ class _Mapper:
         if np.any(armature):
             self.unmapped.append(f"joint '{name}': armature {float(armature.max()):g} (reflected rotor inertia)")
 
+    def _unique(self, name, what):
+        """MuJoCo's ``name`` of a joint or equality, or ``"<name> <what>"`` where a body has it
+        (MuJoCo keeps a name per kind of object, conserve one for all elements)."""
+        return f"{name} {what}" if name in self.body_name else name
+
     def _disabled(self, flag):
         """True if the model's options disable ``flag`` ("CONTACT", "LIMIT", …: mjDSBL_<flag>)."""
         return bool(int(self.m.opt.disableflags) & int(getattr(self.mj.mjtDisableBit, "mjDSBL_" + flag)))
@@ -495,7 +503,7 @@ class _Mapper:
         if self._disabled("EQUALITY") or self._disabled("CONSTRAINT"):
             return
         for e in range(m.neq):
-            name = _name(m, mj.mjtObj.mjOBJ_EQUALITY, e, "equality")
+            name = self._unique(_name(m, mj.mjtObj.mjOBJ_EQUALITY, e, "equality"), "equality")
             kind = int(m.eq_type[e])
             if not m.eq_active0[e]:
                 continue
