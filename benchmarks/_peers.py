@@ -191,6 +191,27 @@ def loglog_slope(rows, key, sizes):
     return float(np.polyfit(n, t, 1)[0])
 
 
+def cpu_name():
+    """The CPU's model name from /proc/cpuinfo ("CPU unknown" where there is none), for report headers."""
+    try:
+        names = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                 if ln.startswith("model name")]
+    except OSError:
+        names = []
+    return names[0] if names else "CPU unknown"
+
+
+def git_commit():
+    """``git describe --always --dirty`` of the benchmarks' checkout ("unknown" outside one)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
 def write_report(path, lines, t_start):
     """Write the report ``lines`` (markdown) to ``path`` with the benchmark's wall time since
     ``t_start`` (``time.perf_counter()``) and the load average at the end, and print it."""

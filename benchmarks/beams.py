@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -79,7 +78,7 @@ import numpy as np  # noqa: E402
 import conserve as cs  # noqa: E402
 
 import _exudyn_beams as xb  # noqa: E402
-from _peers import import_exudyn, loglog_slope, pin_to_core0, write_report  # noqa: E402
+from _peers import cpu_name, git_commit, import_exudyn, loglog_slope, pin_to_core0, write_report  # noqa: E402
 
 OUT = Path(__file__).parent / "results"
 COMPILE = "optimized"
@@ -596,18 +595,12 @@ def accuracy_section(acc, args, exu):
 # ---------------------------------------------------------------- report
 def header(args, exu):
     import jax
-    cpu = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-           if ln.startswith("model name")]
-    try:
-        commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    except OSError:
-        commit = "unknown"
+    commit = git_commit()
     argv = " ".join(f"--{k.replace('_', '-')} " + (" ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v))
                     for k, v in vars(args).items() if k != "quick")
     return ["# Geometrically exact beams: conserve vs Exudyn", "",
             f"`taskset -c 0 python benchmarks/beams.py` ({argv}) — pinned to CPU {sorted(os.sched_getaffinity(0))}. "
-            f"{cpu[0] if cpu else 'CPU unknown'}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d', time.gmtime())}, "
+            f"{cpu_name()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d', time.gmtime())}, "
             f"load average at start {os.getloadavg()[0]:.2f} (1 min); conserve {cs.__version__} (git {commit}), "
             f"jax {jax.__version__}, numpy {np.__version__}, Exudyn {exu.__version__ if exu else 'not installed'}; "
             f"persistent compilation cache {os.environ.get('CONSERVE_COMPILATION_CACHE', 'default')}.", "",

@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import chain_scaling as chains  # noqa: E402
-from _peers import import_mujoco, mujoco_energy, mujoco_positions, pin_to_core0, rollout  # noqa: E402
+from _peers import cpu_name, import_mujoco, mujoco_energy, mujoco_positions, pin_to_core0, rollout  # noqa: E402
 from work_precision import at_target  # noqa: E402
 
 import conserve as cs  # noqa: E402
@@ -210,12 +210,10 @@ def main():
     mj = import_mujoco()
     log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
     import jax
-    cpu = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-           if ln.startswith("model name")]
     lines = ["# Accuracy per cost on smooth chains: conserve orders 2, 4, 6 and adaptive steps vs MuJoCo RK4", "",
              f"`taskset -c 0 python benchmarks/chain_accuracy.py --sizes {' '.join(map(str, args.sizes))}"
              f"{' --quick' if args.quick else ''}`, pinned to CPU {sorted(os.sched_getaffinity(0))}. "
-             f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu[0] if cpu else 'CPU unknown'}, "
+             f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu_name()}, "
              f"{os.cpu_count()} cores, load average at start "
              f"{os.getloadavg()[0]:.2f} (1 min); conserve {cs.__version__}, jax {jax.__version__}, "
              f"MuJoCo {mj.__version__ if mj else 'not installed'}. T = {T:g} s; error = ‖x_tip(T) − x_tip,ref(T)‖ "

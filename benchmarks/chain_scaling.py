@@ -74,8 +74,8 @@ import conserve as cs  # noqa: E402
 from conserve.errors import ConvergenceError  # noqa: E402
 from conserve.problems import _bar  # noqa: E402
 
-from _peers import (import_exudyn, import_mujoco, loglog_slope, mujoco_diverged, mujoco_energy,  # noqa: E402
-                    mujoco_positions, mujoco_state, pin_to_core0, rollout, solve_fixed_step)
+from _peers import (cpu_name, import_exudyn, import_mujoco, loglog_slope, mujoco_diverged,  # noqa: E402
+                    mujoco_energy, mujoco_positions, mujoco_state, pin_to_core0, rollout, solve_fixed_step)
 
 OUT = Path(__file__).parent / "results"
 BACKENDS = ("director", "fresh", "dense", "reduced", "ode")
@@ -312,15 +312,13 @@ def cell(r, key, fmt, scale=1.0):
 
 def header(exu, mj, args):
     import jax
-    cpu = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-           if ln.startswith("model name")]
     skipped = (f" The reduced backend is skipped above N = {args.reduced_max} (`--reduced-max`): its compile time "
                "grows steeply with N." if args.reduced_max is not None and max(args.sizes) > args.reduced_max else "")
     return ["# Chain scaling: conserve (director, fresh director, dense director, reduced, ode) vs Exudyn and MuJoCo",
             "",
             f"`taskset -c 0 python benchmarks/chain_scaling.py --sizes {' '.join(map(str, args.sizes))}` — "
             f"{args.steps} steps of Δt = {DT:g} s, same process, pinned to CPU {sorted(os.sched_getaffinity(0))}. "
-            f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu[0] if cpu else 'CPU unknown'}, "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu_name()}, "
             f"{os.cpu_count()} cores, load average at start "
             f"{os.getloadavg()[0]:.2f} (1 min); conserve {cs.__version__}, jax {jax.__version__}, "
             f"Exudyn {exu.__version__ if exu else 'not installed'}, "

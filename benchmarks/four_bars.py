@@ -69,7 +69,7 @@ from scipy.integrate import solve_ivp
 import conserve as cs
 from conserve.errors import ConvergenceError
 
-from _peers import import_exudyn, loglog_slope, pin_to_core0, solve_fixed_step, write_report
+from _peers import cpu_name, import_exudyn, loglog_slope, pin_to_core0, solve_fixed_step, write_report
 
 OUT = Path(__file__).parent / "results" / "four_bars.md"
 L, MASS, RADIUS, G = 1.0, 1.0, 0.01, 9.81
@@ -296,11 +296,9 @@ def slope(rows, key):
 
 def header(exu, args):
     import jax
-    cpu = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-           if ln.startswith("model name")]
     return ["# N-four-bar mechanism (IFToMM A02): conserve vs Exudyn", "",
             f"`taskset -c 0 python benchmarks/four_bars.py --sizes {' '.join(map(str, args.sizes))}` — Δt = "
-            f"{args.dt:g} s, pinned to CPU {sorted(os.sched_getaffinity(0))}. {cpu[0] if cpu else 'CPU unknown'}, "
+            f"{args.dt:g} s, pinned to CPU {sorted(os.sched_getaffinity(0))}. {cpu_name()}, "
             f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d', time.gmtime())}, load average at start "
             f"{os.getloadavg()[0]:.2f} (1 min); conserve "
             f"{cs.__version__}, jax {jax.__version__}, Exudyn {exu.__version__ if exu else 'not installed'}.", "",

@@ -59,7 +59,7 @@ from scipy.spatial.transform import Rotation
 import conserve as cs
 from conserve.problems import HeavyTop
 
-from _peers import (import_exudyn, import_mujoco, mujoco_diverged, mujoco_energy, mujoco_positions,
+from _peers import (cpu_name, import_exudyn, import_mujoco, mujoco_diverged, mujoco_energy, mujoco_positions,
                     mujoco_state, pin_to_core0, rollout, solve_fixed_step)
 
 TOP = HeavyTop()
@@ -381,12 +381,10 @@ def equal_accuracy_lines(rows):
 
 def header(exu, mj):
     import jax
-    cpu = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-           if ln.startswith("model name")]
     return ["# Heavy top (P1): conserve vs Exudyn, MuJoCo and scipy DOP853", "",
             f"Same machine, same run, timings pinned to CPU {sorted(os.sched_getaffinity(0))} "
             "(os.sched_setaffinity at start; run with `taskset -c 0 python benchmarks/heavy_top.py`). "
-            f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu[0] if cpu else 'CPU unknown'}, "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}, {cpu_name()}, "
             f"{os.cpu_count()} cores, load average at start "
             f"{os.getloadavg()[0]:.2f}; conserve {cs.__version__}, "
             f"jax {jax.__version__}, Exudyn {exu.__version__ if exu else 'not installed'}, "

@@ -45,7 +45,6 @@ import copy
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 import warnings
@@ -54,8 +53,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _peers import (MUJOCO_WARNINGS, import_mujoco, mujoco_diverged, mujoco_state, pin_to_core0, rollout,  # noqa: E402
-                    write_report)
+from _peers import (MUJOCO_WARNINGS, cpu_name, git_commit, import_mujoco, mujoco_diverged, mujoco_state,  # noqa: E402
+                    pin_to_core0, rollout, write_report)
 
 import conserve as cs  # noqa: E402
 
@@ -525,13 +524,7 @@ def header(args, mj):
     import gymnasium
     import jax
 
-    cpu = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-           if ln.startswith("model name")]
-    try:
-        commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    except OSError:
-        commit = "unknown"
+    commit = git_commit()
     importer = Path(cs.__file__).parent / "importers" / "mjcf.py"
     digest = hashlib.sha256(importer.read_bytes()).hexdigest()[:12]
     load = os.getloadavg()[0]
@@ -543,7 +536,7 @@ def header(args, mj):
                   "indicative; accuracy and energy numbers do not depend on it.", ""]
     lines += [f"`taskset -c 0 python benchmarks/mujoco_import.py{' ' + argv if argv else ''}`, pinned to CPU "
               f"{sorted(os.sched_getaffinity(0))}. {time.strftime('%Y-%m-%d', time.gmtime())}, "
-              f"{cpu[0] if cpu else 'CPU unknown'}, {os.cpu_count()} cores (`nproc`), load average at start "
+              f"{cpu_name()}, {os.cpu_count()} cores (`nproc`), load average at start "
               f"{load:.2f} (1 min); conserve {cs.__version__} (git {commit}; conserve/importers/mjcf.py sha256 "
               f"{digest}…), jax {jax.__version__}, MuJoCo {mj.__version__}, gymnasium {gymnasium.__version__}; "
               f"persistent compilation cache {os.environ.get('CONSERVE_COMPILATION_CACHE', 'default')}.", "",
