@@ -62,7 +62,10 @@ KINDS = """
       <geom type="capsule" fromto="0 0 0 -0.5 0 -0.5" size="0.03"/>
     </body>
   </worldbody>
-  <equality><connect name="loop" body1="link2" body2="link3" anchor="0 0 -0.5"/></equality>
+  <equality>
+    <connect name="loop" body1="link2" body2="link3" anchor="0 0 -0.5"/>
+    <weld name="dock" body1="drone"/>
+  </equality>
   <actuator>
     <motor name="lift" joint="shoulder" gear="2" ctrlrange="-1 1" ctrllimited="true"/>
     <position name="servo" joint="spin" kp="0.05" kv="0.002"/>
@@ -107,10 +110,10 @@ def test_round_trip_keeps_masses_inertias_and_freedoms():
     assert {"Revolute", "Cylindrical", "Universal", "Spherical", "Translational", "Gravity", "Controller"} <= kinds \
         | {type(c).__name__ for c in system.controllers}
     # the same freedoms: MuJoCo's nv less the planar four-bar loop's two independent rows (the
-    # third, normal to its plane, is redundant and dropped)
-    assert system.assemble().layout.degrees_of_freedom == m.nv - 2
+    # third, normal to its plane, is redundant and dropped) and the drone's six, welded to the world
+    assert system.assemble().layout.degrees_of_freedom == m.nv - 2 - 6
     # names carry over (a joint named as a body, as MuJoCo allows, gets " joint" appended)
-    assert {"shoulder", "spin+reach", "gx+gy", "socket", "rx+ry+rz", "px+py", "loop", "link3 joint"} <= {
+    assert {"shoulder", "spin+reach", "gx+gy", "socket", "rx+ry+rz", "px+py", "loop", "dock", "link3 joint"} <= {
         e.name for e in system.elements}
     assert len(messages) == 1 and "joint 'shoulder': limits" in messages[0] and "contacts" in messages[0]
 

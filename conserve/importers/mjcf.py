@@ -517,17 +517,12 @@ class _Mapper:
             if a is b:
                 self.unmapped.append(f"equality '{name}': both bodies are one conserve body")
                 continue
-            x1 = d.xpos[b1] + d.xmat[b1].reshape(3, 3) @ m.eq_data[e][0:3]
-            if kind == int(mj.mjtEq.mjEQ_CONNECT):
-                self.elements.append(Spherical(a, b, at=x1, name=name))
-            else:
-                x2 = d.xpos[b2] + d.xmat[b2].reshape(3, 3) @ m.eq_data[e][3:6]
-                at_a = self._body_point(a, x1)
-                self.elements.append(Fixed(a, b, at_a=at_a, at_b=self._body_point(b, x2), name=name))
-
-    @staticmethod
-    def _body_point(part, x):
-        return x if part is ground else part.body_point(x)
+            if kind == int(mj.mjtEq.mjEQ_CONNECT):  # data: the anchor in body1's frame
+                x = d.xpos[b1] + d.xmat[b1].reshape(3, 3) @ m.eq_data[e][0:3]
+                self.elements.append(Spherical(a, b, at=x, name=name))
+            else:  # weld, data: the anchor in body2's frame, then the relative pose MuJoCo holds
+                x = d.xpos[b2] + d.xmat[b2].reshape(3, 3) @ m.eq_data[e][0:3]
+                self.elements.append(Fixed(a, b, at=x, name=name))
 
     # --- actuators ------------------------------------------------------------------------
     def _actuators(self):
