@@ -165,6 +165,7 @@ def test_a_seven_axis_arm_follows_mujoco_rk4_and_conserves_energy_exactly():
     qvel = np.array([0.5, -0.3, 0.8, 0.4, -0.6, 0.7, 1.0])  # rad/s
     system, messages = _import(m, qvel=qvel)
     assert messages == []  # contacts, limits and armature are switched off in the MuJoCo model
+    assert not system.controllers  # its plain motors without controls exert no force: left out
     sol = cs.simulate(system, t_end=1.0, dt=2e-3, order=4)
     q_ref, _ = _mujoco_run(m, m.qpos0, qvel, 1.0, 1e-4, 2e-3)
     q = system.imported.qpos(sol)

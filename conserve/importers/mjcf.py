@@ -33,7 +33,9 @@ mapped at the configuration ``qpos`` (default the model's ``qpos0``) with veloci
   named ``"actuators"`` (``rate=None``: evaluated at each step's midpoint) whose law is MuJoCo's
   force  gear · clamp(gain · clamp(u) + bias)  with gain = g₀ + g₁ l + g₂ l̇ and bias
   = b₀ + b₁ l + b₂ l̇ (l = gear q), the controls ``u = control(t, q, qdot)`` (a jax function of the
-  actuated joints' q and q̇ in actuator order, returning (nu,); default zeros).
+  actuated joints' q and q̇ in actuator order, returning (nu,); default zeros). Without
+  ``control`` and without bias (plain motors) the actuators exert no force and no controller is
+  made (it would cost each Newton iteration for nothing).
 - **gravity:** ``option/gravity`` → :class:`~conserve.Gravity` (unless disabled).
 
 What has no counterpart — contacts, joint limits, armature, tendons, fluid forces, gravity
@@ -553,12 +555,9 @@ class _Mapper:
             joint, coordinate = self.coordinate_of[j]
             q0 = self.joint_maps[self.joint_name[j]].q0
             rows.append((i, name, joint, coordinate, q0, float(m.actuator_gear[i][0]), gain, bias, ctrl, force))
-        if not rows:
-            return
-        if self._disabled("ACTUATION"):
-            self.unmapped.append("actuators (actuation is disabled in the model's options)")
-            return
-        self.elements.append(_actuator_controller(rows, m.nu, self.control))
+        idle = self.control is None and not any(np.any(r[7]) for r in rows)  # no controls, no bias: no force
+        if rows and not idle and not self._disabled("ACTUATION"):
+            self.elements.append(_actuator_controller(rows, m.nu, self.control))
 
     def _gravity(self):
         g = np.array(self.m.opt.gravity, float)
