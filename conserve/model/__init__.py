@@ -17,5 +17,5 @@ __all__ = ["Energy", "Model", "State", "Beam", "DistributedLoad", "Section",
            "Ground", "PointMass", "RigidBody", "ground", "Constraint",
            "Potential", "CentralGravity", "Force", "Gravity", "JointDrive", "JointMotor", "JointSpringDamper",
            "SpringDamper", "Torque", "Cylindrical", "Distance", "Fixed", "Parallel", "Perpendicular",
-           "Planar", "Prismatic", "Revolute", "Spherical", "Translational", "Universal", "Rope", "Rotor", "RotorState", "Assembly",
-           "Layout", "System"]
+           "Planar", "Prismatic", "Revolute", "Spherical", "Translational", "Universal", "Rope", "Rotor", "RotorState",
+           "Assembly", "Layout", "System"]
