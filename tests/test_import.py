@@ -106,6 +106,14 @@ def test_round_trip_keeps_masses_inertias_and_freedoms():
     assert sorted(b.name for b in bodies) == sorted(
         m.body(i).name for i in range(1, m.nbody) if m.body_jntnum[i])
     assert system.imported.bodies["hand"] == "arm"
+    # the geoms are the bodies' visual shapes, where MuJoCo has them (the hand's box on the arm)
+    arm = next(b for b in bodies if b.name == "arm")
+    assert [s["kind"] for s in arm.shapes] == ["capsule", "box"]
+    for s, g in zip(arm.shapes, (m.geom(0), m.geom(1))):
+        np.testing.assert_allclose(arm.position + arm.rotation @ s["pos"], d.geom_xpos[g.id], atol=1e-12)
+        np.testing.assert_allclose(arm.rotation @ s["rotation"], d.geom_xmat[g.id].reshape(3, 3), atol=1e-12)
+    with pytest.raises(cs.ModelError, match="body 'b': shape 0: a box needs 3 positive size"):
+        cs.RigidBody("b", 1.0, (1.0, 1.0, 1.0), shapes=[{"kind": "box", "size": [1.0, 1.0]}])
     kinds = {type(e).__name__ for e in system.elements}
     assert {"Revolute", "Cylindrical", "Universal", "Spherical", "Translational", "Gravity", "Controller"} <= kinds \
         | {type(c).__name__ for c in system.controllers}

@@ -212,7 +212,7 @@ class RigidBody(Part):
         to_inertial = self.rotation if frame == "body" else np.eye(3)
         self.velocity = to_inertial @ _vector(name, "velocity", velocity)
         self.angular_velocity = to_inertial @ _vector(name, "angular_velocity", angular_velocity)
-        self.shapes = [_checked_shape(name, s) for s in shapes]
+        self.shapes = [checked_shape(s, f"body '{name}': shape {i}") for i, s in enumerate(shapes)]
 
     def mass_blocks(self):
         mu = np.zeros((4, 4))
@@ -244,41 +244,62 @@ class RigidBody(Part):
         return [Term(DirectorOrthonormality(), {"frame": layout.frame(self)}, self.name)]
 
 
-#: visual shape kinds and the meaning of their ``size`` (MuJoCo's geom conventions), m
-SHAPE_SIZES = {"box": "half-sizes (3,)", "sphere": "radius (1,)", "capsule": "radius, half-length along z (2,)",
-               "cylinder": "radius, half-length along z (2,)", "ellipsoid": "semi-axes (3,)",
-               "mesh": "unused; vertices (V, 3) m and faces (F, 3) indices in the shape's axes"}
+#: visual shape kinds and how many ``size`` values each takes (MuJoCo's geom conventions, m): a box
+#: its 3 half-sizes, a sphere its radius, a capsule or cylinder its radius and half-length along the
+#: shape's z, an ellipsoid its 3 semi-axes; a mesh none (its ``vertices`` and ``faces`` instead)
+SHAPE_SIZES = {"box": 3, "sphere": 1, "capsule": 2, "cylinder": 2, "ellipsoid": 3, "mesh": 0}
 
 
 def shape(kind, size=(), pos=(0.0, 0.0, 0.0), rotation=None, rgba=None, vertices=None, faces=None) -> dict:
     """A visual shape of a body (:class:`RigidBody` ``shapes``), in body axes about its centre of
-    mass: ``kind`` one of ``SHAPE_SIZES``, ``size`` in m as listed there, ``pos`` (3,) m and
-    ``rotation`` (3, 3) (the shape's axes in body axes; default identity), ``rgba`` (4,) in [0, 1]."""
-    out = {"kind": kind, "size": np.ravel(np.asarray(size, float)).tolist(),
-           "pos": np.asarray(pos, float).tolist(),
-           "rotation": (np.eye(3) if rotation is None else np.asarray(rotation, float)).tolist()}
+    mass: ``kind`` one of ``SHAPE_SIZES`` with its ``size`` values in m (see there), ``pos`` (3,) m
+    and ``rotation`` (3, 3) (the shape's axes in body axes; default identity), ``rgba`` (4,) in
+    [0, 1]; a mesh's ``vertices`` (V, 3) m in the shape's axes and ``faces`` (F, 3) vertex indices.
+    Checked by :func:`checked_shape`."""
+    spec = {"kind": kind, "size": size, "pos": pos, "rotation": np.eye(3) if rotation is None else rotation,
+            "rgba": rgba, "vertices": vertices, "faces": faces}
+    return checked_shape({k: v for k, v in spec.items() if v is not None})
+
+
+def checked_shape(spec, where="shape") -> dict:
+    """The shape dict ``spec`` (:func:`shape`'s entries) checked and in plain lists: {"kind",
+    "size", "pos", "rotation"[, "rgba"][, "vertices", "faces"]}; a ModelError starting with
+    ``where`` says what is wrong."""
+    kind = spec.get("kind") if isinstance(spec, dict) else None
+    if kind not in SHAPE_SIZES:
+        raise ModelError(f"{where}: kind {kind!r} is not one of {', '.join(SHAPE_SIZES)}; a shape is a dict with "
+                         "'kind', 'size', 'pos', 'rotation' (cs.model.bodies.shape makes one).")
+    size = np.asarray(spec.get("size", []), float).ravel()
+    need = SHAPE_SIZES[kind]
+    if size.size < need or not np.all(np.isfinite(size[:need])) or np.any(size[:need] <= 0):
+        raise ModelError(f"{where}: a {kind} needs {need} positive size value(s) (MuJoCo's convention, m), got "
+                         f"{spec.get('size')!r}.")
+    pos = np.asarray(spec.get("pos", (0.0, 0.0, 0.0)), float)
+    rotation = np.asarray(spec.get("rotation", np.eye(3)), float)
+    if pos.shape != (3,) or not np.all(np.isfinite(pos)):
+        raise ModelError(f"{where}: pos must be 3 finite numbers (m, body axes), got {spec.get('pos')!r}.")
+    if rotation.shape != (3, 3) or not np.allclose(rotation.T @ rotation, np.eye(3), atol=1e-6) \
+            or np.linalg.det(rotation) <= 0:
+        raise ModelError(f"{where}: rotation must be a 3x3 rotation matrix (the shape's axes in body axes), got "
+                         f"{spec.get('rotation')!r}.")
+    out = {"kind": kind, "size": size[:need].tolist(), "pos": pos.tolist(), "rotation": rotation.tolist()}
+    rgba = spec.get("rgba")
     if rgba is not None:
+        if np.shape(rgba) != (4,) or not np.all((np.asarray(rgba, float) >= 0) & (np.asarray(rgba, float) <= 1)):
+            raise ModelError(f"{where}: rgba must be 4 numbers in [0, 1], got {rgba!r}.")
         out["rgba"] = np.asarray(rgba, float).tolist()
     if kind == "mesh":
-        out["vertices"] = np.asarray(vertices, float).tolist()
-        out["faces"] = np.asarray(faces, int).tolist()
+        vertices = np.asarray(spec.get("vertices", []), float)
+        faces = np.asarray(spec.get("faces", []))
+        if vertices.ndim != 2 or vertices.shape[1] != 3 or not len(vertices) or not np.all(np.isfinite(vertices)):
+            raise ModelError(f"{where}: a mesh needs 'vertices' [[x, y, z], ...] (m, finite), got shape "
+                             f"{vertices.shape}.")
+        if faces.ndim != 2 or faces.shape[1] != 3 or not len(faces) or not np.issubdtype(faces.dtype, np.integer) \
+                or faces.min() < 0 or faces.max() >= len(vertices):
+            raise ModelError(f"{where}: a mesh needs 'faces' [[i, j, k], ...] of vertex indices 0 … "
+                             f"{len(vertices) - 1}.")
+        out["vertices"], out["faces"] = vertices.tolist(), faces.tolist()
     return out
-
-
-def _checked_shape(body, s):
-    """The shape dict ``s`` of ``body`` with its entries checked (a ModelError says what is wrong)."""
-    if not isinstance(s, dict) or s.get("kind") not in SHAPE_SIZES:
-        raise ModelError(f"body '{body}': a shape must be a dict made by cs.model.bodies.shape(kind, size, pos, "
-                         f"rotation) with kind one of {', '.join(SHAPE_SIZES)}; got {s!r:.200}.")
-    fields = {k: s[k] for k in ("size", "pos", "rotation", "rgba", "vertices", "faces") if k in s}
-    try:
-        checked = shape(s["kind"], **fields)
-    except (TypeError, ValueError) as err:
-        raise ModelError(f"body '{body}': shape {s['kind']}: {err}") from err
-    if np.shape(checked["pos"]) != (3,) or np.shape(checked["rotation"]) != (3, 3) or not np.all(
-            np.isfinite(checked["size"] + checked["pos"])):
-        raise ModelError(f"body '{body}': shape {s['kind']}: pos must be (3,), rotation (3, 3), sizes finite.")
-    return checked
 
 
 class PointMass(Part):

@@ -15,13 +15,10 @@ over time, with a cursor at the time shown.
     write_html(sol, "run.html", points=["load", ("boom", (1.0, 0.0, 0.0))])
     conserve view run.npz                                # a saved run, from the command line
 
-Visual shapes: ``sol.layout["sketch"]["shapes"]`` (optional) = {body: [shape, ...]}, a shape a
-dict with ``kind`` "box" | "sphere" | "capsule" | "cylinder" | "ellipsoid" | "mesh", ``size``
-(MuJoCo's convention, m: a box's 3 half-sizes; a sphere's radius; a capsule's or cylinder's
-radius and half-length along the shape's z; an ellipsoid's 3 semi-axes), ``pos`` (3,) in body
-axes from the body's centre of mass (default 0), ``rotation`` (3, 3) the shape's axes in body
-axes (default identity), ``rgba`` (4,) in [0, 1] (optional), and for a mesh ``vertices``
-[[x, y, z], ...] (m, in the shape's axes) and ``faces`` [[i, j, k], ...] (vertex indices).
+Visual shapes: ``sol.layout["sketch"]["shapes"]`` (optional) = {body: [shape, ...]}, the bodies'
+``RigidBody(shapes=...)`` (:func:`conserve.model.bodies.shape`: kind, size, pos and rotation in
+body axes about the centre of mass, rgba; checked again here by
+:func:`conserve.model.bodies.checked_shape`, as a file may have been written by other means).
 
 Inertia boxes: a box of uniform density with the body's mass and principal moments, edges
 a_i = sqrt(6 (J_j + J_k - J_i) / m) along the principal axes (an edge at least 5 % of the longest,
@@ -40,14 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..model.bodies import checked_shape
 from .animation import Scene, _frames
 
 #: the most frames a page holds by default (nodes spread evenly over the run)
 MAX_FRAMES = 2000
 #: the most samples per plot: longer histories are drawn as the min/max envelope of as many buckets
 PLOT_SAMPLES = 2000
-#: the shape kinds and how many numbers each one's ``size`` needs (a mesh: none)
-SHAPE_SIZES = {"box": 3, "sphere": 1, "capsule": 2, "cylinder": 2, "ellipsoid": 3, "mesh": 0}
 VENDOR = Path(__file__).resolve().parent / "vendor" / "three"
 TEMPLATE = Path(__file__).resolve().parent / "viewer_template.html"
 #: the playback speeds offered (multiples of real time)
@@ -244,40 +240,8 @@ def _checked_shapes(sol):
 
 
 def _checked_shape(body, i, spec):
-    where = f"write_html: shape {i} of body {body!r}"
-    kind = spec.get("kind") if isinstance(spec, dict) else None
-    if kind not in SHAPE_SIZES:
-        raise ValueError(f"{where}: kind {kind!r} is not one of {', '.join(SHAPE_SIZES)}; a shape is a dict with "
-                         "'kind', 'size', 'pos', 'rotation' (see conserve.results.viewer).")
-    size = np.asarray(spec.get("size", []), float).ravel()
-    need = SHAPE_SIZES[kind]
-    if size.size < need or not np.all(np.isfinite(size[:need])) or np.any(size[:need] <= 0):
-        raise ValueError(f"{where}: a {kind} needs {need} positive size value(s) (MuJoCo's convention, m), got "
-                         f"{spec.get('size')!r}.")
-    pos = np.asarray(spec.get("pos", (0.0, 0.0, 0.0)), float)
-    rotation = np.asarray(spec.get("rotation", np.eye(3)), float)
-    if pos.shape != (3,) or not np.all(np.isfinite(pos)):
-        raise ValueError(f"{where}: pos must be 3 finite numbers (m, body axes), got {spec.get('pos')!r}.")
-    if rotation.shape != (3, 3) or not np.allclose(rotation.T @ rotation, np.eye(3), atol=1e-6) \
-            or np.linalg.det(rotation) <= 0:
-        raise ValueError(f"{where}: rotation must be a 3x3 rotation matrix (the shape's axes in body axes), got "
-                         f"{spec.get('rotation')!r}.")
-    rgba = spec.get("rgba")
-    if rgba is not None and (np.shape(rgba) != (4,) or not np.all((np.asarray(rgba, float) >= 0)
-                                                                  & (np.asarray(rgba, float) <= 1))):
-        raise ValueError(f"{where}: rgba must be 4 numbers in [0, 1], got {rgba!r}.")
-    vertices = faces = None
-    if kind == "mesh":
-        vertices = np.asarray(spec.get("vertices", []), float)
-        faces = np.asarray(spec.get("faces", []))
-        if vertices.ndim != 2 or vertices.shape[1] != 3 or not len(vertices) or not np.all(np.isfinite(vertices)):
-            raise ValueError(f"{where}: a mesh needs 'vertices' [[x, y, z], ...] (m, finite), got shape "
-                             f"{vertices.shape}.")
-        if faces.ndim != 2 or faces.shape[1] != 3 or not len(faces) or not np.issubdtype(faces.dtype, np.integer) \
-                or faces.min() < 0 or faces.max() >= len(vertices):
-            raise ValueError(f"{where}: a mesh needs 'faces' [[i, j, k], ...] of vertex indices 0 … "
-                             f"{len(vertices) - 1}.")
-    return _shape(kind, size[:need] if need else [], pos, rotation, rgba, vertices, faces)
+    c = checked_shape(spec, f"write_html: shape {i} of body {body!r}")
+    return _shape(c["kind"], c["size"], c["pos"], c["rotation"], c.get("rgba"), c.get("vertices"), c.get("faces"))
 
 
 def _traces(sol, points, nodes):
