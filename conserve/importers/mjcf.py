@@ -37,11 +37,15 @@ mapped at the configuration ``qpos`` (default the model's ``qpos0``) with veloci
   ``control`` and without bias (plain motors) the actuators exert no force and no controller is
   made (it would cost each Newton iteration for nothing).
 - **gravity:** ``option/gravity`` → :class:`~conserve.Gravity` (unless disabled).
+- **geoms** (sphere, capsule, ellipsoid, cylinder, box, mesh) → the bodies' visual shapes
+  (:func:`~conserve.model.bodies.shape`), drawn by ``sol.to_html``.
 
-What has no counterpart — contacts, joint limits, armature, tendons, fluid forces, gravity
-compensation, other actuators, sensors, … — is listed in one :class:`~conserve.errors.ModelImportWarning`
-(and in ``system.imported.unmapped``), never dropped silently. For a like-for-like comparison run
-MuJoCo with the same items disabled (``mjDSBL_CONTACT``, ``mjDSBL_LIMIT``, armature 0).
+MuJoCo's option flags that disable contacts, limits, springs, dampers, friction loss, equality
+constraints, actuation or gravity are honoured. What has no counterpart — contacts, joint limits,
+armature, tendons, fluid forces, gravity compensation, other actuators, sensors, … — is listed in
+one :class:`~conserve.errors.ModelImportWarning` (and in ``system.imported.unmapped``), never
+dropped silently. For a like-for-like comparison run MuJoCo's model through :func:`like_conserve`
+(contacts and limits disabled, armature 0).
 
 MuJoCo is an optional dependency: ``pip install -e ".[import]"``.
 """
