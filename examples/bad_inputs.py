@@ -1,5 +1,5 @@
-"""What conserve says to bad input: each case below is tried and its message printed as the
-Markdown table in the README ("Bad input").
+"""What conserve says to bad input: each case below is tried and its message printed as a
+Markdown table (the README's "Errors that help" shows a few of its rows).
 
     python examples/bad_inputs.py     # prints the table
 
