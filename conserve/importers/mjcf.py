@@ -62,6 +62,7 @@ import numpy as np
 from ..control.controller import Controller, motor
 from ..control import sensors
 from ..errors import ModelError, ModelImportWarning
+from ..kinematics.rotations import quaternion_to_rotation, rotation_to_quaternion
 from ..model.bodies import RigidBody, ground, shape
 from ..model.forces import Gravity, JointSpringDamper
 from ..model.joints import Cylindrical, Fixed, Planar, Prismatic, Revolute, Spherical, Translational, Universal
@@ -110,8 +111,9 @@ class Imported:
     bodies : {MuJoCo body: the conserve body it is part of ("ground" for the world's)}
     joints : {MuJoCo joint: :class:`JointMap`}
     unmapped : the items with no conserve counterpart (also warned about)
-    frames : {MuJoCo body id: (F (3,) m, R (3, 3))} the body frame's origin and axes in the axes of
-        the conserve body it is part of (about its centre of mass), or in world axes for the ground
+    frames : {MuJoCo body id: (conserve body or "ground", F (3,) m, R (3, 3))}: the conserve body it
+        is part of and the body frame's origin and axes in that body's axes (about its centre of
+        mass), or in world axes for the ground
     """
 
     model: object
@@ -127,18 +129,15 @@ class Imported:
         the other combinations (universal, three hinges, translational, planar) from the relative
         pose of the body and its parent."""
         m = self.model
-        owners = list(self.bodies.values())  # by MuJoCo body id
         out = np.full((len(sol.t), m.nq), np.nan)
         pose = {}
 
         def frame(body_id):
             if body_id not in pose:
-                owner = owners[body_id]
+                owner, F, R = self.frames[body_id]
                 if owner == "ground":
-                    x = np.broadcast_to(self.frames[body_id][0], (len(sol.t), 3))
-                    pose[body_id] = (x, np.broadcast_to(self.frames[body_id][1], (len(sol.t), 3, 3)))
+                    pose[body_id] = (np.broadcast_to(F, (len(sol.t), 3)), np.broadcast_to(R, (len(sol.t), 3, 3)))
                 else:
-                    F, R = self.frames[body_id]
                     view = sol[owner]
                     pose[body_id] = (view.position + view.rotation @ F, view.rotation @ R)
             return pose[body_id]
@@ -150,16 +149,16 @@ class Imported:
             x, R = frame(b)
             if joints[0].kind == "free":
                 a = joints[0].qposadr
-                out[:, a:a + 3], out[:, a + 3:a + 7] = x, _quaternions(R)
+                out[:, a:a + 3], out[:, a + 3:a + 7] = x, rotation_to_quaternion(R)
                 continue
             xp, Rp = frame(int(m.body_parentid[b]))
-            Q = _quat_matrix(m.body_quat[b])
+            Q = quaternion_to_rotation(m.body_quat[b])
             rel = Rp @ Q  # the body's frame at qpos0, the pose the model defines
             R_rel = np.einsum("nji,njk->nik", rel, R)  # its turn since: (Rp Q)ᵀ R
             for jm in joints:
                 a = jm.qposadr
                 if jm.kind == "ball":
-                    out[:, a:a + 4] = _quaternions(R_rel)
+                    out[:, a:a + 4] = rotation_to_quaternion(R_rel)
                 elif jm.coordinate is not None:
                     view = sol.joint(jm.joint)
                     s = view.angle if jm.coordinate == "angle" else view.slide
@@ -190,8 +189,7 @@ def _combination(m, b, combo, R_rel, dx, Rp, out):
     # slides, and a hinge normal to them (planar): the body origin moved by the slides along their
     # axes (and by the hinge's turn about its anchor p, (I − R) p), all in the body's axes at q = 0
     moved = np.einsum("nji,nj->ni", Rp, dx) - m.body_pos[b]
-    Q = _quat_matrix(m.body_quat[b])
-    moved = moved @ Q
+    moved = moved @ quaternion_to_rotation(m.body_quat[b])
     for jm in hinges:
         out[:, jm.qposadr] = m.qpos0[jm.qposadr] + np.unwrap(Rotation.from_matrix(R_rel).as_rotvec() @ axes[0])
         p = m.jnt_pos[jm.id]
@@ -199,22 +197,6 @@ def _combination(m, b, combo, R_rel, dx, Rp, out):
     for jm in combo:
         if jm.kind == "slide":
             out[:, jm.qposadr] = m.qpos0[jm.qposadr] + moved @ m.jnt_axis[jm.id]
-
-
-def _quat_matrix(q):
-    w, x, y, z = q
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
-def _quaternions(R):
-    """(N, 4) unit quaternions (w, x, y, z), w ≥ 0, of rotation matrices (N, 3, 3)."""
-    from scipy.spatial.transform import Rotation
-
-    xyzw = Rotation.from_matrix(R).as_quat()
-    q = np.concatenate([xyzw[:, 3:], xyzw[:, :3]], axis=1)
-    return q * np.where(q[:, :1] < 0, -1.0, 1.0)
 
 
 def _name(m, kind, i, prefix=None):
@@ -320,9 +302,7 @@ class _Mapper:
 
     def __init__(self, m, d, control):
         self.m, self.d, self.control = m, d, control
-        import mujoco
-
-        self.mj = mujoco
+        self.mj = mujoco = _mujoco()
         self.unmapped, self.elements = [], []
         self.body_name = [_name(m, mujoco.mjtObj.mjOBJ_BODY, i) for i in range(m.nbody)]
         self.joint_name = [_name(m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
@@ -356,12 +336,11 @@ class _Mapper:
         groups = {}
         for b in range(1, m.nbody):
             groups.setdefault(self._owner(b), []).append(b)
-        self.parts, self.frames = {0: ground}, {}
+        self.parts, self.frames = {0: ground}, {0: ("ground", np.zeros(3), np.eye(3))}
         for b in groups.get(0, []):  # welded to the world: frames in world axes
-            self.frames[b] = (d.xpos[b].copy(), d.xmat[b].reshape(3, 3).copy())
+            self.frames[b] = ("ground", d.xpos[b].copy(), d.xmat[b].reshape(3, 3).copy())
         if any(m.body_mocapid[b] >= 0 for b in groups.get(0, [])):
             self.unmapped.append("mocap bodies (held fixed at their initial pose, part of the ground)")
-        self.frames[0] = (np.zeros(3), np.eye(3))
         for head, members in groups.items():
             if head == 0:
                 continue
@@ -382,7 +361,7 @@ class _Mapper:
             omega = velocity[:3]
             v = velocity[3:] + np.cross(omega, com - d.xipos[head])
             for b in members:
-                self.frames[b] = (R.T @ (d.xpos[b] - com), R.T @ d.xmat[b].reshape(3, 3))
+                self.frames[b] = (name, R.T @ (d.xpos[b] - com), R.T @ d.xmat[b].reshape(3, 3))
             shapes = [self._shape(g, com, R) for b in members for g in range(m.body_geomadr[b],
                                                                               m.body_geomadr[b] + m.body_geomnum[b])]
             self.parts[head] = RigidBody(name, mass, inertia, position=com, orientation=R, velocity=v,

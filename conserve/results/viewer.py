@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..kinematics.rotations import rotation_to_quaternion
 from ..model.bodies import checked_shape
 from .animation import Scene, _frames
 
@@ -121,7 +122,7 @@ def write_html(sol, path, *, points=None, frames=None, title=None) -> Path:
     ground = -origin[2]  # the grid lies on the plane z = 0 when that is near the scene's bottom, else under it
     grid_z = ground if lower[2] - extent <= ground <= lower[2] + scene.arrow else lower[2]
     data = {"t": [float(x) for x in scene.t], "nodes": [int(k) for k in nodes], "extent": extent,
-            "origin": origin.tolist(), "origin_offset": (-origin).tolist(), "arrow": float(scene.arrow),
+            "origin": origin.tolist(), "arrow": float(scene.arrow),
             "grid": {"size": grid, "divisions": 20, "centre": [0.0, 0.0, float(grid_z)]},
             "bodies": bodies, "links": links, "rotors": rotors, "traces": traces, "plots": _plots(sol),
             "info": _info(sol, nodes, cubes), "speeds": list(SPEEDS), "autoplay": True,
@@ -192,9 +193,7 @@ def _script_json(value) -> str:
 
 def _quaternions(R):
     """(F, 4) unit quaternions (x, y, z, w) (three.js's order) of rotation matrices R (F, 3, 3)."""
-    from scipy.spatial.transform import Rotation
-
-    return Rotation.from_matrix(np.asarray(R, float)).as_quat()
+    return rotation_to_quaternion(R)[..., [1, 2, 3, 0]]
 
 
 def _shape(kind, size, pos, rotation, rgba, vertices=None, faces=None):
