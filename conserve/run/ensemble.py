@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing
+import os
 import re
 import time
 import warnings
@@ -71,6 +72,12 @@ WORKER_WORK = 2 * 10**7
 #: backend is the director's and the run has at least this many steps, else vmapped in groups
 #: (measurements: benchmarks/results/defaults.md, section ``LOOP_STEPS``)
 LOOP_STEPS = 500
+
+#: a worker that loops single runs takes the members in jobs of about 1/JOBS_PER_WORKER of its
+#: share, handed out as the workers free up: the Solutions come back, and are read here, while the
+#: workers still run, and a slow member holds up only its job (measurements:
+#: benchmarks/results/ensemble.md)
+JOBS_PER_WORKER = 8
 
 #: the kinds of one-time warnings given in this process (:func:`_warn_once`)
 _warned: set = set()
@@ -157,19 +164,21 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     backend, newton, order, t0, chunk, compile : as in :func:`conserve.simulate` (a step backend:
         "director", "reduced" or a backend object; "auto" counts the unknown-steps of all members)
     progress : optional ``progress(steps_done, n_steps)``. In this process: after every chunk (the
-        furthest member). Across processes: as each worker finishes its slice, ``steps_done`` =
+        furthest member). Across processes: as each slice is finished, ``steps_done`` =
         ``n_steps`` × the fraction of members finished (rounded down).
     workers : how many processes run the members (jax computes one process's work on one core at
         a time, so more cores need more processes):
 
         * ``1``: all members in this process, vmapped (the module docstring);
-        * ``k > 1``: the members split into k contiguous slices (at most one per member), each run
-          in a spawned process (:mod:`conserve.run.workers`: one thread each for XLA, OpenBLAS,
-          MKL and OpenMP); the Ensembles merged in member order. A worker runs its slice as a
+        * ``k > 1``: the members split into contiguous slices (at most one per member), run in k
+          spawned processes (:mod:`conserve.run.workers`: one thread each for XLA, OpenBLAS,
+          MKL and OpenMP); the Ensembles merged in member order. A worker runs a slice as a
           loop of single runs (:func:`conserve.simulate`, each member exactly its run alone)
           when the backend is the director's and the run has at least
-          :data:`~conserve.run.ensemble.LOOP_STEPS` steps, else vmapped as ``workers=1`` does (shorter runs, and the reduced backend, whose single
-          steps cost more than vmapped ones). The members must pickle: their laws (motor laws,
+          :data:`~conserve.run.ensemble.LOOP_STEPS` steps — then in k ×
+          :data:`~conserve.run.ensemble.JOBS_PER_WORKER` slices, each taken by the next free
+          worker —, else vmapped as ``workers=1`` does, one slice per worker (shorter runs, and
+          the reduced backend, whose single steps cost more than vmapped ones). The members must pickle: their laws (motor laws,
           forces, potentials, prescribed motions) module-level functions, not lambdas or closures,
           else :class:`~conserve.errors.ModelError`. A script must keep its simulations under
           ``if __name__ == "__main__":`` (a spawned worker imports the main script), else
@@ -191,7 +200,7 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
     workers are ended) the members of the slices finished so far, complete, their indices in
     ``partial_solution.stats["member_index"]``. Across processes, ``stats`` adds ``workers``,
     ``slices`` ((start, end) member ranges), ``compile_times`` and ``worker_run_times`` (each
-    worker's); ``compile_time`` is the longest worker's, ``run_time`` the wall time from starting
+    worker's, over its slices); ``compile_time`` is the longest worker's, ``run_time`` the wall time from starting
     the workers to merging their results (process start and compilation included), and
     ``time_per_member_step`` that wall time per member-step.
     """
@@ -575,13 +584,16 @@ def _across_processes(assemblies, states, one_system, grid, n_steps, options, pr
     (:func:`_merged`). Stopped (Ctrl-C, an error of ``progress`` or of a worker), the exception's
     ``partial_solution`` is the Ensemble of the slices finished so far."""
     m = len(states)
-    bounds = slices(m, processes)
+    bounds = slices(m, processes * (JOBS_PER_WORKER if loop else 1))
     jobs = [((assemblies[0], states[lo:hi]) if one_system else (assemblies[lo:hi], None)) + (lo, *grid, options, loop)
             for lo, hi in bounds]
     parts = {}
     tic = time.perf_counter()
 
     def finished(j, part):
+        lo = bounds[j][0]
+        for i, solution in enumerate(part[0].members):  # sent without their Assemblies: the members' own here
+            solution.assembly = replace(assemblies[lo + i], initial_state=states[lo + i])
         parts[j] = part
         if progress is not None:
             progress(n_steps * sum(bounds[i][1] - bounds[i][0] for i in parts) // m, n_steps)
@@ -591,14 +603,14 @@ def _across_processes(assemblies, states, one_system, grid, n_steps, options, pr
             run_in_processes(_slice, jobs, processes, finished)
     except BaseException as err:
         with contextlib.suppress(Exception):  # the original error is the one to report
-            err.partial_solution = _merged(parts, bounds, time.perf_counter() - tic, n_steps)
+            err.partial_solution = _merged(parts, bounds, time.perf_counter() - tic, n_steps, processes)
             if hasattr(err, "add_note"):
                 kept = err.partial_solution.stats["member_index"]
                 err.add_note(f"conserve: the ensemble stopped; the {len(kept)} members of the workers that had "
                              "finished are kept in err.partial_solution (their indices: err.partial_solution.stats"
                              "['member_index']).")
         raise
-    ensemble = _merged(parts, bounds, time.perf_counter() - tic, n_steps)
+    ensemble = _merged(parts, bounds, time.perf_counter() - tic, n_steps, processes)
     seen = set()
     for _, (_, caught) in sorted(parts.items()):
         for category, message in caught:
@@ -611,10 +623,12 @@ def _across_processes(assemblies, states, one_system, grid, n_steps, options, pr
 
 def _slice(members, initial_states, lo, t_end, dt, options, loop):
     """A worker's job: (the Ensemble of its members, the warnings they raised as (category,
-    message)), by a loop of single runs (:func:`_loop`) or vmapped (``simulate_batch(workers=1)``).
-    Errors name members by their index in the whole ensemble (this slice starts at ``lo``).
-    CoarseStepWarning and ConstraintWarning are left to the parent, which warns once for the
-    ensemble."""
+    message)), by a loop of single runs (:func:`_loop`) or vmapped (``simulate_batch(workers=1)``),
+    its ``stats["worker"]`` this process's id. The Solutions go back without their ``assembly``,
+    which the parent has (reading 31 jax arrays of an Assembly per member costs more than its
+    Solution's arrays). Errors name members by their index in the whole ensemble (this slice
+    starts at ``lo``). CoarseStepWarning and ConstraintWarning are left to the parent, which warns
+    once for the ensemble."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -626,6 +640,9 @@ def _slice(members, initial_states, lo, t_end, dt, options, loop):
             if err.args and isinstance(err.args[0], str):
                 err.args = (_global_members(err.args[0], lo), *err.args[1:])
             raise
+    part.stats["worker"] = os.getpid()
+    for solution in part.members:
+        solution.assembly = None
     return part, [(w.category, str(w.message)) for w in caught
                   if not issubclass(w.category, (CoarseStepWarning, ConstraintWarning))]
 
@@ -673,12 +690,13 @@ def _single(assembly, state, i, t_end, dt, options):
         raise InconsistentInitialState(f"simulate_batch: member {i}: {err}") from None
 
 
-def _merged(parts, bounds, wall, n_steps) -> Ensemble:
+def _merged(parts, bounds, wall, n_steps, processes) -> Ensemble:
     """One Ensemble of the workers' (``parts``: {slice: (Ensemble, warnings)}, slice j the members
     ``bounds[j]``), in member order: failures under the members' indices in the whole ensemble;
     stats: run_time the wall time since the processes were started, compile_time the longest of the
-    workers' (compile_times each one's), time_per_member_step the wall time per member-step."""
-    members, failures, index, compile_times, run_times_ = [], {}, [], [], []
+    workers' (compile_times and worker_run_times each worker's, summed over its jobs, in the order
+    of their first jobs), time_per_member_step the wall time per member-step."""
+    members, failures, index, compile_times, run_times_ = [], {}, [], {}, {}
     for j in sorted(parts):
         part, lo = parts[j][0], bounds[j][0]
         members += part.members
@@ -686,12 +704,14 @@ def _merged(parts, bounds, wall, n_steps) -> Ensemble:
         failures.update({lo + i: ConvergenceError(_global_members(str(err), lo), partial_solution=err.partial_solution,
                                                   step=err.step, time=err.time, residual_history=err.residual_history)
                          for i, err in part.failures.items()})
-        compile_times.append(part.stats.get("compile_time", 0.0))
-        run_times_.append(part.stats.get("run_time", 0.0))
+        worker = part.stats.get("worker", j)
+        compile_times[worker] = compile_times.get(worker, 0.0) + part.stats.get("compile_time", 0.0)
+        run_times_[worker] = run_times_.get(worker, 0.0) + part.stats.get("run_time", 0.0)
+    compile_times, run_times_ = list(compile_times.values()), list(run_times_.values())
     done = [parts[j][0].stats for j in sorted(parts)]
     stats = {"backend": done[0].get("backend") if done else None, "members": len(members), "steps": n_steps,
              "compile": done[0].get("compile") if done else None,
-             "unknown_steps": sum(s.get("unknown_steps") or 0 for s in done), "workers": len(bounds),
+             "unknown_steps": sum(s.get("unknown_steps") or 0 for s in done), "workers": processes,
              "slices": list(bounds), "compile_time": max(compile_times, default=0.0), "compile_times": compile_times,
              "run_time": wall, "worker_run_times": run_times_,
              "time_per_member_step": wall / max(sum(len(s.t) - 1 for s in members), 1)}
