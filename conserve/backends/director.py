@@ -33,7 +33,8 @@ class Director(StepBackend):
     "auto" (default) eliminates along the bodies' tree when the model's couplings form one of at
     least ``TREE_MIN_NODES`` nodes (chains, trees, and chains of kinematic loops closed through
     the ground such as the N-four-bar, each loop's closing joint and the two bodies it joins one
-    node: cost linear in the number of bodies and loops), or along a tree bordered by the rows
+    node: cost linear in the number of bodies and loops) — or of two or more nodes without loops
+    when the factors are carried across steps (``reuse``) —, or along a tree bordered by the rows
     that close loops of free bodies (a floating ring of at least ``BORDERED_MIN_NODES`` bodies:
     :class:`~conserve.discrete.linear.BorderedTree`, the Schur complement of k border unknowns,
     linear in the bodies for a fixed number of loops), and uses a dense LU otherwise: of a
@@ -82,7 +83,8 @@ class Director(StepBackend):
     def prepare(self, model: Model, state: State) -> Director:
         if not isinstance(self.linear, str):
             return self
-        return replace(self, linear=linear_solver(self, model, state, bordered=True))
+        carried = self.reuse is True or (self.reuse == "auto" and turns_with_the_bodies(model))
+        return replace(self, linear=linear_solver(self, model, state, bordered=True, small_trees=carried))
 
     def init(self, model: Model, state: State) -> Carry:
         """The carry at t0: the state, zero multipliers, the :class:`Trend` of the rates at t0
@@ -137,7 +139,9 @@ def unknowns(model: Model) -> int:
 STRUCTURE_MIN_NODES = 2
 
 #: "auto" eliminates along the tree from this many nodes on; below, one dense LU of the coloured
-#: Jacobian is cheaper (measurements: benchmarks/results/defaults.md, section ``TREE_MIN_NODES``)
+#: Jacobian is cheaper — unless the tree has no loops and the director carries its factors across
+#: steps (``small_trees`` of :func:`linear_solver`): then from 2 nodes on (measurements:
+#: benchmarks/results/defaults.md, section ``TREE_MIN_NODES``)
 TREE_MIN_NODES = 4
 
 #: "auto" eliminates along a bordered tree (a ring of free bodies) from this many nodes of the
@@ -147,14 +151,15 @@ TREE_MIN_NODES = 4
 BORDERED_MIN_NODES = 6
 
 
-def linear_solver(backend, model: Model, state: State, tree_possible=True, bordered=False):
+def linear_solver(backend, model: Model, state: State, tree_possible=True, bordered=False, small_trees=False):
     """The solver a backend's ``linear`` option ("auto", "dense" or "tree") chooses for a model:
     the :class:`~conserve.discrete.linear.BlockTree` of the step's Newton matrix if there is one,
     else with ``bordered`` (the director backend's choice; the reduced backend's structured form
     takes none) the :class:`~conserve.discrete.linear.BorderedTree` of its cycles of free bodies
     if their closing rows can be set aside and its elimination passes the condition check (for
-    "auto", a tree of at least ``TREE_MIN_NODES`` nodes, a bordered tree of a model of at least
-    ``BORDERED_MIN_NODES``); else, for "auto", the
+    "auto", a tree of at least ``TREE_MIN_NODES`` nodes — with ``small_trees``, the director's
+    when it carries the factors across steps, any tree of two or more nodes without loops —, a
+    bordered tree of a model of at least ``BORDERED_MIN_NODES``); else, for "auto", the
     :class:`~conserve.discrete.linear.Coloured` dense solver when colouring saves directional
     derivatives (a double pendulum's 29 instead of 44, the P5 crane's 32 instead of 53;
     measurements: benchmarks/results/defaults.md, section ``Director.linear``), and
@@ -165,11 +170,11 @@ def linear_solver(backend, model: Model, state: State, tree_possible=True, borde
     nodes = n_rigid + model.n_coordinates // 3 - 4 * n_rigid  # bodies and point masses
     if backend.linear == "dense" or (backend.linear == "auto" and nodes < STRUCTURE_MIN_NODES):
         return Dense()  # too small to gain from structure: skip finding it (a compilation)
-    key = (id(model), backend.linear, tree_possible, bordered)
+    key = (id(model), backend.linear, tree_possible, bordered, small_trees)
     if key in _found and _found[key][0]() is model:  # found for this model object before (any state)
         _found.move_to_end(key)
         return _found[key][1]
-    solver = _found_solver(backend, model, state, tree_possible, bordered)
+    solver = _found_solver(backend, model, state, tree_possible, bordered, small_trees)
     _found.pop(key, None)  # a stale entry of an earlier model at this address: the new one goes last
     _found[key] = (weakref.ref(model), solver)
     while len(_found) > MAX_FOUND:
@@ -187,7 +192,7 @@ _found: OrderedDict = OrderedDict()
 MAX_FOUND = 32
 
 
-def _found_solver(backend, model: Model, state: State, tree_possible, bordered=False):
+def _found_solver(backend, model: Model, state: State, tree_possible, bordered=False, small_trees=False):
     """:func:`linear_solver`'s search: the pattern of sampled Newton matrices, its colouring and
     tree (:func:`~conserve.discrete.linear.block_tree`); without one and with ``bordered``, the
     tree bordered by the rows that close cycles of free bodies
@@ -199,7 +204,8 @@ def _found_solver(backend, model: Model, state: State, tree_possible, bordered=F
     columns = coloured(jacobians, np.concatenate([np.arange(nq) // 3, nq // 3 + np.arange(n - nq)]))
     node = _nodes(model)
     tree = block_tree(jacobians, node, columns=columns) if tree_possible else None
-    if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES):
+    if tree is not None and (backend.linear == "tree" or tree.n_nodes >= TREE_MIN_NODES
+                             or (small_trees and not tree.loops)):
         return tree
     if tree is None and tree_possible and bordered:  # cycles of free bodies: set their closing rows aside
         tree = bordered_tree(jacobians, node, columns=columns)

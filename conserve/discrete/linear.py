@@ -446,7 +446,12 @@ def _kernel_inverses(D):
     """D⁻¹ (w, b, b) of w blocks by :func:`kernel_inverse`: J⁻¹ r = B r[perm], so column perm[j] of
     J⁻¹ is column j of B."""
     B, perm = jax.vmap(kernel_inverse)(D)
-    return jnp.take_along_axis(B, jnp.argsort(perm, axis=1)[:, None, :], axis=2)
+    # the inverse permutation by comparisons, not jnp.argsort: XLA's CPU sort is a library call,
+    # and a loop holding one cannot be one kernel (every thunk of the Newton loop then dispatched)
+    b = perm.shape[1]
+    index = jnp.arange(b, dtype=perm.dtype)
+    inverse = jnp.sum(jnp.where(perm[:, :, None] == index[None, None, :], index[None, :, None], 0), axis=1)
+    return jnp.take_along_axis(B, inverse[:, None, :], axis=2)
 
 
 def block_tree(jacobians, node, max_condition=1e10, columns=None):

@@ -327,9 +327,11 @@ def _iterate(residual, x0, options: Newton, weights, size, linear, memory, chord
         y_step = () if deferred else y  # what the corrections' images are added to
         r_norm = jnp.max(jnp.abs(r))
         history = jax.lax.dynamic_update_index_in_dim(history, r_norm, k, 0)  # not a scatter: no loop of its own
-        # the chord correction with the last factors (of this solve, or carried from an earlier one)
-        chord, dy = jax.lax.cond(have, lambda: chord_solve(factors, -r, fresh),
-                                 lambda: (jnp.zeros_like(r), jax.tree.map(jnp.zeros_like, y_step)))
+        # the chord correction with the last factors (of this solve, or carried from an earlier one),
+        # zero without any: computed either way and masked, not a lax.cond (whose branches and
+        # operands cost more per iteration in a one-kernel loop than the solve they skip)
+        chord, dy = where(have, chord_solve(factors, -r, fresh),
+                          (jnp.zeros_like(r), jax.tree.map(jnp.zeros_like, y_step)))
         chord_size = scaled(chord, x + chord)
         rate = chord_size / last_dx  # 0 at k = 0; last_rate: the previous chord's (∞ if none or after Newton)
         # a chord with earlier factors that the next one does not contract by CHORD_CONTRACTION
