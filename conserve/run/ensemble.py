@@ -180,15 +180,17 @@ def simulate_batch(members, t_end, dt, *, initial_states=None, backend="director
           worker —, else vmapped as ``workers=1`` does, one slice per worker (shorter runs, and
           the reduced backend, whose single steps cost more than vmapped ones). The members must
           pickle: their laws (motor laws, forces, potentials, prescribed motions) module-level
-          functions, not lambdas or closures, else :class:`~conserve.errors.ModelError`. A script must keep its simulations under
-          ``if __name__ == "__main__":`` (a spawned worker imports the main script), else
-          :class:`~conserve.errors.ModelError` (:func:`~conserve.run.workers.unguarded_main_script`);
+          functions, not lambdas or closures, else :class:`~conserve.errors.ModelError`. A script
+          must keep its simulations under ``if __name__ == "__main__":`` (a spawned worker imports
+          the main script), else :class:`~conserve.errors.ModelError`
+          (:func:`~conserve.run.workers.unguarded_main_script`);
         * ``None`` (default): as many processes as this process may use cores
           (``os.sched_getaffinity``) when the ensemble's work is at least
           :data:`~conserve.run.ensemble.WORKER_WORK` unknown-steps (members × steps × unknowns: a
-          few seconds of steps, which repay starting the workers), else 1; members that do not pickle, or a call from a script's top level
-          outside its ``if __name__ == "__main__":`` block, run in this process, with a warning
-          (once per process and cause) saying why and how to use every core.
+          few seconds of steps, which repay starting the workers), else 1; members that do not
+          pickle, or a call from a script's top level outside its ``if __name__ == "__main__":``
+          block, run in this process, with a warning (once per process and cause) saying why and
+          how to use every core.
           Inside a worker it is 1.
 
     Returns
