@@ -187,6 +187,13 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     args = (model, backend.init(model, state), np.int32(0), np.int32(8), np.float64(0.0), np.float64(1e-3))
     run, _ = compile_chunks(backend, 8, args, mode="quick")
     assert "xla_cpu_small_call" in run.as_text()
+    # ... and the tree's: no library call in its program (a sort or a LAPACK call cannot be in a
+    # kernel: the loop would run as operations dispatched one by one)
+    args = (chain.model, tree.init(chain.model, chain.initial_state), np.int32(0), np.int32(8), np.float64(0.0),
+            np.float64(1e-3))
+    for program in (run, compile_chunks(tree, 8, args, mode="optimized")[0]):
+        text = program.as_text()
+        assert "xla_cpu_small_call" in text and " sort(" not in text and " custom-call(" not in text
 
 
 def test_jax_used_before_conserve_keeps_lapacks_lu():
