@@ -83,8 +83,10 @@ class Director(StepBackend):
     def prepare(self, model: Model, state: State) -> Director:
         if not isinstance(self.linear, str):
             return self
-        carried = self.reuse is True or (self.reuse == "auto" and turns_with_the_bodies(model))
-        return replace(self, linear=linear_solver(self, model, state, bordered=True, small_trees=carried))
+        # a small tree is eliminated along when its factors will be carried (its loops are
+        # checked where it is found)
+        small_trees = self._reuses(model, loops=False)
+        return replace(self, linear=linear_solver(self, model, state, bordered=True, small_trees=small_trees))
 
     def init(self, model: Model, state: State) -> Carry:
         """The carry at t0: the state, zero multipliers, the :class:`Trend` of the rates at t0
@@ -96,13 +98,15 @@ class Director(StepBackend):
         memory = empty_memory(np.zeros(unknowns(model), state.q.dtype), self._linear, directors(model, state.q))
         return Carry(state, lam, memory, trend)
 
-    def _reuses(self, model: Model):
+    def _reuses(self, model: Model, loops=None):
         """Whether factors are carried across steps (``reuse``: "auto" with the plain dense LU and
         with the tree solver of a tree, not with the coloured LU nor a tree of loops, for a model
-        whose Newton matrix turns with the bodies, ``conserve.discrete.turning.turns_with_the_bodies``)."""
+        whose Newton matrix turns with the bodies, ``conserve.discrete.turning.turns_with_the_bodies``).
+        ``loops``: whether the Newton matrix's solver serves loops (None: this backend's ``linear``)."""
         if self.reuse != "auto":
             return self.reuse
-        loops = isinstance(self.linear, Coloured) or getattr(self.linear, "loops", False)
+        if loops is None:
+            loops = isinstance(self.linear, Coloured) or getattr(self.linear, "loops", False)
         return turns_with_the_bodies(model) and not loops
 
     @property

@@ -706,7 +706,7 @@ def _merged(parts, bounds, wall, n_steps, processes) -> Ensemble:
         failures.update({lo + i: ConvergenceError(_global_members(str(err), lo), partial_solution=err.partial_solution,
                                                   step=err.step, time=err.time, residual_history=err.residual_history)
                          for i, err in part.failures.items()})
-        worker = part.stats.get("worker", j)
+        worker = part.stats["worker"]
         compile_times[worker] = compile_times.get(worker, 0.0) + part.stats.get("compile_time", 0.0)
         run_times_[worker] = run_times_.get(worker, 0.0) + part.stats.get("run_time", 0.0)
     compile_times, run_times_ = list(compile_times.values()), list(run_times_.values())
