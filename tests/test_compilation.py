@@ -85,12 +85,13 @@ def test_the_code_generations_take_the_same_steps():
         cs.simulate(system, t_end=0.5, dt=2e-3, compile="fast")
 
 
-def test_auto_compiles_unoptimized_up_to_the_work_bound():
+def test_auto_compiles_by_the_work_bounds():
     """compile="auto" counts a run's unknown-steps: steps × composed stages × members × the
-    director backend's unknowns (whichever backend), and takes unoptimized code up to AUTO_WORK."""
+    director backend's unknowns (whichever backend), and takes unoptimized code up to AUTO_WORK,
+    optimized from OPTIMIZED_WORK where that makes the Newton loop one kernel, else quick."""
     import conserve as cs
     from conserve.backends import Composition, Director, Reduced
-    from conserve.compilation.modes import AUTO_WORK, resolved_mode
+    from conserve.compilation.modes import AUTO_WORK, OPTIMIZED_WORK, resolved_mode
     from conserve.run.options import run_work
 
     model = cs.problems.heavy_top().assemble().model
@@ -100,6 +101,10 @@ def test_auto_compiles_unoptimized_up_to_the_work_bound():
         assert run_work(backend, model, steps) == steps * n
         assert resolved_mode("auto", run_work(backend, model, steps)) == "unoptimized"
         assert resolved_mode("auto", run_work(backend, model, steps + 1)) == "quick"
+        long = -(-OPTIMIZED_WORK // n)  # the fewest steps of at least OPTIMIZED_WORK
+        assert resolved_mode("auto", run_work(backend, model, long - 1), kernel=True) == "quick"
+        assert resolved_mode("auto", run_work(backend, model, long), kernel=True) == "optimized"
+        assert resolved_mode("auto", run_work(backend, model, long)) == "quick"
     assert run_work(Composition(Director(), 4), model, 10) == 10 * 10 * n  # order 4: ten sub-steps per step
     assert resolved_mode("auto", None) == "quick"  # an adaptive run's length is not known
     assert resolved_mode("optimized", 1) == "optimized"
@@ -142,7 +147,7 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     from conserve.backends import Director, Reduced
     from conserve.backends.director import unknowns
     from conserve.compilation.modes import KERNEL_SIZE, KERNEL_UNKNOWNS, loops_as_kernels
-    from conserve.run.chunks import compile_chunks, kernel_code, members_per_group, newton_sizes
+    from conserve.run.chunks import compile_chunks, kernel_code, kernel_when_optimized, members_per_group, newton_sizes
     assert loops_as_kernels()
     assembly = cs.problems.heavy_top().assemble()
     model, state = assembly.model, assembly.initial_state
@@ -175,6 +180,12 @@ def test_a_small_model_compiled_quick_runs_its_newton_loop_as_one_kernel(monkeyp
     assert members_per_group(*newton_sizes(tree, chain.model)) > members_per_group(unknowns(chain.model))
     code, options = kernel_code(tree, chain.model, "optimized")
     assert code.linear.kernel and code.linear.name == "tree" and options == "quick"
+    # ... so compile="auto" takes optimized code for its long runs (the top's loop is one kernel in quick code too)
+    assert kernel_when_optimized(tree, chain.model) and not kernel_when_optimized(backend, model)
+    monkeypatch.setattr(module, "KERNEL_BLOCK", tree.linear.width - 1)  # blocks over the bound: LAPACK's LU
+    assert kernel_code(tree, chain.model, "optimized") == (tree, "optimized")
+    assert not kernel_when_optimized(tree, chain.model)
+    monkeypatch.undo()
     # the carry (with reused factors) made before the code is chosen serves the kernel code
     for b, a in ((backend, assembly), (replace(tree, reuse=True), chain)):
         carry = b.init(a.model, a.initial_state)

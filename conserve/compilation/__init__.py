@@ -3,7 +3,8 @@
 * :mod:`.modes` — XLA's code generation, chosen by a run's length: ``"unoptimized"`` (LLVM
   without optimisation: the least compilation, the slowest steps), ``"quick"`` (XLA's classic
   emitters, LLVM at -O1), ``"optimized"`` (XLA's defaults), and ``"auto"`` (unoptimized up to
-  :data:`~conserve.compilation.modes.AUTO_WORK` unknown-steps, else quick); small Newton loops
+  :data:`~conserve.compilation.modes.AUTO_WORK` unknown-steps, optimized from
+  :data:`~conserve.compilation.modes.OPTIMIZED_WORK`, else quick); small Newton loops
   compiled as one XLA kernel; :func:`~conserve.compilation.modes.jit_quick` for functions
   compiled with a chosen mode.
 * :mod:`.timing` — the seconds a run spends compiling, told apart from its steps.

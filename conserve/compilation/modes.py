@@ -8,15 +8,19 @@ step:
   than quick, steps 2–4× slower;
 * ``"quick"``: XLA's classic elemental emitters instead of its MLIR fusion emitters, LLVM at -O1
   (:data:`QUICK`);
-* ``"optimized"``: XLA's defaults (:data:`OPTIMIZED`): 1.5–2× quick's compilation, 0–25 % faster
-  steps; all three without XLA's YNNPACK dot fusions (:data:`BASE`);
+* ``"optimized"``: XLA's defaults (:data:`OPTIMIZED`): 1.5–2× quick's compilation, steps from 12 %
+  faster to 8 % slower; all three without XLA's YNNPACK dot fusions (:data:`BASE`); a small
+  Newton matrix's loop becomes one kernel instead (below), up to 2.6× faster steps;
 * ``"auto"`` (the default of ``simulate`` and ``simulate_batch``): "unoptimized" for a run of at
   most :data:`AUTO_WORK` unknown-steps (steps × members × composed stages × the director
-  backend's unknowns, whichever backend runs), else "quick" (:func:`resolved_mode`); unoptimized
-  code pays while the compilation it saves exceeds its slower steps, and the bound stays a factor
-  two below every break-even measured (measurements: benchmarks/results/defaults.md, section
-  ``AUTO_WORK``). Adaptive runs, whose length is not known, take "quick"; a convergence study and
-  a sweep resolve it once for all their runs.
+  backend's unknowns, whichever backend runs), "optimized" for a single run of at least
+  :data:`OPTIMIZED_WORK` whose Newton loop then becomes one kernel (below), else "quick"
+  (:func:`resolved_mode`); unoptimized code pays while the compilation it saves exceeds its
+  slower steps, the one kernel once its faster steps repay its longer compilation, and each
+  bound stays beyond every break-even measured (measurements: benchmarks/results/defaults.md,
+  sections ``AUTO_WORK`` and ``OPTIMIZED_WORK``). Adaptive runs, whose length is not known, take
+  "quick"; a convergence study, an ensemble and a sweep resolve it once for all their runs,
+  never to "optimized".
 
 All compile the same program: the steps agree to round-off (their floating-point operations are
 ordered and contracted differently) and conserve alike; a run's code generation is in
@@ -27,8 +31,8 @@ detection, diagnostics) are compiled unoptimized (:func:`jit_quick`). An option 
 does not know is left out, the others kept.
 
 **Loops as kernels** (:mod:`conserve.compilation`): a run whose dense Newton matrix has at most
-:data:`KERNEL_SIZE` unknowns (or, with the director's tree solver, whose every diagonal block has)
-solves it by Gauss–Jordan in XLA operations instead of LAPACK's LU (a library call, which no
+:data:`KERNEL_SIZE` unknowns (or, with a tree solver, whose every diagonal block has at most
+:data:`KERNEL_BLOCK`) solves it by Gauss–Jordan in XLA operations instead of LAPACK's LU (a library call, which no
 kernel can hold; :meth:`~conserve.backends.base.StepBackend.as_kernels`,
 :func:`~conserve.discrete.linear.kernel_inverse`), the same steps to round-off, and its whole loop
 of steps becomes one kernel — always when compiled "optimized", and "quick" with the director
@@ -74,12 +78,26 @@ MODES = ("auto", "unoptimized", "quick", "optimized")
 #: members × composed stages × the director backend's unknowns), else quick (see the module docstring)
 AUTO_WORK = 100_000
 
+#: ... and optimized a single run of at least this many whose Newton loop is one kernel optimized
+#: but not quick (a tree of small blocks, a dense matrix of 25–56 unknowns): above every break-even
+#: of that kernel against quick code measured, 0.5–8·10⁶ unknown-steps; a model whose kernel does
+#: not speed its steps up loses at most ~7 % of a run this long to the longer compilation
+#: (measurements: benchmarks/results/defaults.md, section ``OPTIMIZED_WORK``)
+OPTIMIZED_WORK = 10_000_000
+
 
 #: runs whose dense Newton matrix has at most this many unknowns may solve by Gauss–Jordan in XLA
 #: operations, their loops one kernel (O(n³) masked updates; LAPACK's blocked LU wins beyond: the
 #: kernel's steps are faster at 44 and 53 unknowns and slower at 62; measurements:
 #: benchmarks/results/defaults.md, section ``KERNEL_SIZE``)
 KERNEL_SIZE = 56
+
+#: ... and a tree solver's diagonal blocks at most this many (the solver inverts a level's blocks at
+#: once and multiplies them into their parents': in one kernel that arithmetic runs slower than as
+#: library calls once the blocks hold two bodies; a body's block has 18–26 unknowns, with spinning
+#: rotors more: 2-body blocks of 48 unknowns (N-four-bar) step 2× slower as one kernel, blocks of
+#: 29–45 faster; measurements: benchmarks/results/defaults.md, section ``KERNEL_SIZE``)
+KERNEL_BLOCK = 40
 
 #: ... and, compiled "quick", run the director backend on at most this many unknowns (the heavy
 #: top 21, the P3a and P4 spacecraft with hybrid wheels 24): larger models' and the reduced step's
@@ -108,13 +126,17 @@ def _accepted(options: tuple) -> bool:
         return False
 
 
-def resolved_mode(mode: str, unknown_steps=None) -> str:
-    """The code generation of a run: ``mode``, or for "auto" "unoptimized" when the run's
-    ``unknown_steps`` (:data:`AUTO_WORK`'s measure; None: not known, an adaptive run) is at most
-    :data:`AUTO_WORK`, else "quick"."""
-    if mode != "auto":
-        return mode
-    return "unoptimized" if unknown_steps is not None and unknown_steps <= AUTO_WORK else "quick"
+def resolved_mode(mode: str, unknown_steps=None, kernel=False) -> str:
+    """The code generation of a run: ``mode``, or for "auto" by the run's ``unknown_steps``
+    (:data:`AUTO_WORK`'s measure; None: not known, an adaptive run, "quick"): "unoptimized" up to
+    :data:`AUTO_WORK`, "optimized" from :data:`OPTIMIZED_WORK` if ``kernel`` (the run's Newton
+    loop is one kernel compiled optimized, not quick: ``conserve.run.chunks.kernel_when_optimized``),
+    else "quick"."""
+    if mode != "auto" or unknown_steps is None:
+        return "quick" if mode == "auto" else mode
+    if unknown_steps <= AUTO_WORK:
+        return "unoptimized"
+    return "optimized" if kernel and unknown_steps >= OPTIMIZED_WORK else "quick"
 
 
 def compiler_options(mode: str = "quick") -> dict:

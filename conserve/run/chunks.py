@@ -15,7 +15,7 @@ import numpy as np
 
 from ..backends import Carry, StepBackend, StepOutput
 from ..backends.director import unknowns as director_unknowns
-from ..compilation.modes import KERNEL_SIZE, KERNEL_UNKNOWNS, compiler_options, loops_as_kernels
+from ..compilation.modes import KERNEL_BLOCK, KERNEL_SIZE, KERNEL_UNKNOWNS, compiler_options, loops_as_kernels
 from ..compilation.timing import run_times
 from ..control.controller import reported
 from ..discrete.newton import MEMBERS, run_if
@@ -165,8 +165,9 @@ def model_axes(model, batch):
 def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBackend, str]:
     """(backend, XLA options' mode) a run's chunk is compiled with: its Newton loop one kernel
     (:meth:`~conserve.backends.base.StepBackend.as_kernels`, "Loops as kernels" in
-    :mod:`conserve.compilation`) for a run whose dense Newton matrix, or whose tree solver's every
-    block, has at most :data:`~conserve.compilation.modes.KERNEL_SIZE` unknowns, compiled "optimized",
+    :mod:`conserve.compilation`) for a run whose dense Newton matrix has at most
+    :data:`~conserve.compilation.modes.KERNEL_SIZE` unknowns, or whose tree solver's every block at
+    most :data:`~conserve.compilation.modes.KERNEL_BLOCK`, compiled "optimized",
     or, one run (not an ensemble's), "quick" with the director backend and at most
     :data:`~conserve.compilation.modes.KERNEL_UNKNOWNS` unknowns (where the one kernel costs
     little compilation; a reduced step's, a larger program, and an ensemble's vmapped step cost
@@ -175,11 +176,20 @@ def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBack
     whose classic emitters alone make the loop one kernel; otherwise ``(backend, mode)``."""
     quick = (mode == "quick" and batch is None and backend.name == "director"
              and director_unknowns(model) <= KERNEL_UNKNOWNS)
-    if (mode == "optimized" or quick) and newton_sizes(backend, model)[1] <= KERNEL_SIZE:  # a tree's block
+    n, largest = newton_sizes(backend, model)
+    if (mode == "optimized" or quick) and largest <= (KERNEL_SIZE if largest == n else KERNEL_BLOCK):
         kernels = backend.as_kernels()  # itself when its Newton matrix is not a dense one
         if kernels is not backend and loops_as_kernels():
             return kernels, "quick"
     return backend, mode
+
+
+def kernel_when_optimized(backend: StepBackend, model) -> bool:
+    """Whether a single run's Newton loop is one kernel compiled "optimized" but not "quick"
+    (:func:`kernel_code`): the code ``compile="auto"`` takes for long runs
+    (:func:`~conserve.compilation.modes.resolved_mode`)."""
+    return (kernel_code(backend, model, "optimized")[0] is not backend
+            and kernel_code(backend, model, "quick")[0] is backend)
 
 
 def compile_chunks(backend, length, args, batch=None, mode="quick"):

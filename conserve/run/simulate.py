@@ -25,7 +25,7 @@ from ..results.solution import Solution, diagnostics, layout_record
 from . import checkpoint as checkpoints
 from .adaptive import Adaptive, save_times, simulate_adaptive
 from .checkpoint import carry_arrays, restored_carry
-from .chunks import CHUNK, run_chunks
+from .chunks import CHUNK, kernel_when_optimized, run_chunks
 from .failures import keep_partial, refuse_non_finite_energy
 from .grid import seconds, time_grid
 from .options import backend_settings, check_mode, check_progress, resolve_backend, run_work, warn_coarse_steps
@@ -85,10 +85,12 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     overwrite : replace a run already checkpointed in ``checkpoint`` (default: refuse)
     compile : XLA's code generation for the run (:mod:`conserve.compilation`): "auto" (default:
         "unoptimized" for a run of at most ``conserve.compilation.modes.AUTO_WORK`` = 10⁵ unknown-steps
-        — steps × composed stages × the director backend's unknowns —, else "quick"),
+        — steps × composed stages × the director backend's unknowns —, "optimized" from
+        ``OPTIMIZED_WORK`` = 10⁷ where its Newton loop then becomes one kernel, else "quick"),
         "unoptimized" (35–50 % less compilation than quick, steps 2–4× slower), "quick", or
-        "optimized" (1.5–2× quick's compilation, steps 0–25 % faster: runs of more than ~10⁵
-        steps); the steps agree to round-off. ``sol.stats["compile"]`` names the one used
+        "optimized" (small Newton matrices: the loop one kernel, 0.5–5 s more compilation, steps up
+        to 2.5× faster; else XLA's defaults, 1.5–2× quick's compilation, steps −12 to +8 %); the
+        steps agree to round-off. ``sol.stats["compile"]`` names the one used
 
     Returns
     -------
@@ -130,12 +132,13 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         return simulate_reference(backend, assembly, t0, t_end, dt, progress, chunk)
     warn_coarse_steps(assembly, dt)
     check_drives_at(assembly, t0)
-    work = run_work(backend, assembly.model, n_steps)
+    work, mode = run_work(backend, assembly.model, n_steps), check_mode(compile)
+    prepared = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
+    prepared = with_controllers(prepared, assembly.model)  # sampled controllers (conserve.backends.sampled)
     settings = {"t0": t0, "t_end": t_end, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
-                "compile": resolved_mode(check_mode(compile), work),
+                "compile": resolved_mode(mode, work, kernel_when_optimized(prepared, assembly.model)),
                 **backend_settings(backend, checkpoint is not None)}
-    backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
-    backend = with_controllers(backend, assembly.model)  # sampled controllers (conserve.backends.sampled)
+    backend = prepared
     carry = backend.init(assembly.model, assembly.initial_state)
     first = first_piece(assembly.model, carry.state, t0, settings["compile"], carry.control)
     refuse_non_finite_energy(assembly, first, t0)
