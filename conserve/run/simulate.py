@@ -89,7 +89,7 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
         ``OPTIMIZED_WORK`` = 10⁷ where its Newton loop then becomes one kernel, else "quick"),
         "unoptimized" (35–50 % less compilation than quick, steps 2–4× slower), "quick", or
         "optimized" (small Newton matrices: the loop one kernel, 0.5–5 s more compilation, steps up
-        to 2.5× faster; else XLA's defaults, 1.5–2× quick's compilation, steps −12 to +8 %); the
+        to 2.6× faster; else XLA's defaults, 1.5–2× quick's compilation, steps −12 to +8 %); the
         steps agree to round-off. ``sol.stats["compile"]`` names the one used
 
     Returns
