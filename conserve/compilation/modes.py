@@ -133,8 +133,10 @@ def resolved_mode(mode: str, unknown_steps=None, kernel=False) -> str:
     :data:`AUTO_WORK`, "optimized" from :data:`OPTIMIZED_WORK` if ``kernel`` (the run's Newton
     loop is one kernel compiled optimized, not quick: ``conserve.run.chunks.kernel_when_optimized``),
     else "quick"."""
-    if mode != "auto" or unknown_steps is None:
-        return "quick" if mode == "auto" else mode
+    if mode != "auto":
+        return mode
+    if unknown_steps is None:  # an adaptive run: its length is not known
+        return "quick"
     if unknown_steps <= AUTO_WORK:
         return "unoptimized"
     return "optimized" if kernel and unknown_steps >= OPTIMIZED_WORK else "quick"

@@ -177,7 +177,8 @@ def kernel_code(backend: StepBackend, model, mode, batch=None) -> tuple[StepBack
     quick = (mode == "quick" and batch is None and backend.name == "director"
              and director_unknowns(model) <= KERNEL_UNKNOWNS)
     n, largest = newton_sizes(backend, model)
-    if (mode == "optimized" or quick) and largest <= (KERNEL_SIZE if largest == n else KERNEL_BLOCK):
+    bound = KERNEL_SIZE if largest == n else KERNEL_BLOCK  # a dense matrix, or a structured solver's blocks
+    if (mode == "optimized" or quick) and largest <= bound:
         kernels = backend.as_kernels()  # itself when its Newton matrix is not a dense one
         if kernels is not backend and loops_as_kernels():
             return kernels, "quick"

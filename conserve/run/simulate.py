@@ -133,12 +133,11 @@ def simulate(system, t_end, dt, *, backend="director", newton=None, order=2, t0=
     warn_coarse_steps(assembly, dt)
     check_drives_at(assembly, t0)
     work, mode = run_work(backend, assembly.model, n_steps), check_mode(compile)
-    prepared = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
-    prepared = with_controllers(prepared, assembly.model)  # sampled controllers (conserve.backends.sampled)
+    given = backend_settings(backend, checkpoint is not None)  # the options as given, before prepare
+    backend = backend.prepare(assembly.model, assembly.initial_state)  # e.g. the Newton matrix's structure
+    backend = with_controllers(backend, assembly.model)  # sampled controllers (conserve.backends.sampled)
     settings = {"t0": t0, "t_end": t_end, "dt": dt, "n_steps": n_steps, "chunk": chunk, "unknown_steps": work,
-                "compile": resolved_mode(mode, work, kernel_when_optimized(prepared, assembly.model)),
-                **backend_settings(backend, checkpoint is not None)}
-    backend = prepared
+                "compile": resolved_mode(mode, work, kernel_when_optimized(backend, assembly.model)), **given}
     carry = backend.init(assembly.model, assembly.initial_state)
     first = first_piece(assembly.model, carry.state, t0, settings["compile"], carry.control)
     refuse_non_finite_energy(assembly, first, t0)
@@ -227,7 +226,8 @@ def resume(path, system=None, *, progress=None, trust_laws=False) -> Solution:
         backend = resolve_backend(backend, Newton(*settings["newton"]), None, settings["on_failure"],
                                   settings["max_subdivisions"], settings.get("order", 2))
         backend = with_controllers(backend.prepare(assembly.model, assembly.initial_state), assembly.model)
-        return run_chunks(assembly, settings, backend, restored_carry(backend, assembly, stored), n, pieces, ckpt, progress)
+        carry = restored_carry(backend, assembly, stored)
+        return run_chunks(assembly, settings, backend, carry, n, pieces, ckpt, progress)
     finally:
         checkpoints.close(ckpt)
 
